@@ -1,0 +1,26 @@
+#include "base/deadline.h"
+
+#include <climits>
+#include <cmath>
+
+#include "base/env.h"
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kTimeoutKnob, "BRAID_TIMEOUT_SEC", "600",
+               "Deadline for every collective and rendezvous wait, in seconds.");
+
+}  // namespace
+
+int PollTimeoutMs(Deadline deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  const double ms = std::ceil(absl::ToDoubleMilliseconds(left));
+  return ms >= static_cast<double>(INT_MAX) ? INT_MAX : static_cast<int>(ms);
+}
+
+absl::StatusOr<absl::Duration> DefaultTimeout() { return kTimeoutKnob.Seconds(); }
+
+}  // namespace braid

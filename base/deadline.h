@@ -1,0 +1,27 @@
+// Deadlines. Every wait in braid has one: an absl::Time after which the wait
+// gives up with kDeadlineExceeded. Helpers turn it into what system calls take.
+#ifndef BRAID_BASE_DEADLINE_H_
+#define BRAID_BASE_DEADLINE_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace braid {
+
+using Deadline = absl::Time;
+
+inline Deadline DeadlineIn(absl::Duration timeout) { return absl::Now() + timeout; }
+inline bool Expired(Deadline deadline) { return absl::Now() >= deadline; }
+
+// Milliseconds left until `deadline`, for poll(2)/epoll_wait(2): 0 once
+// expired, rounded up so a wait never ends early, capped at INT_MAX;
+// -1 (wait forever) only for absl::InfiniteFuture().
+int PollTimeoutMs(Deadline deadline);
+
+// The default collective / rendezvous timeout: BRAID_TIMEOUT_SEC, 600 s unless set.
+absl::StatusOr<absl::Duration> DefaultTimeout();
+
+}  // namespace braid
+
+#endif  // BRAID_BASE_DEADLINE_H_

@@ -1,0 +1,288 @@
+#include "base/fd.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status.h"
+
+namespace braid {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) Reset(other.Release());
+  return *this;
+}
+
+int UniqueFd::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void UniqueFd::Reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string ToString(const HostPort& address) {
+  if (address.host.find(':') != std::string::npos) {
+    return absl::StrCat("[", address.host, "]:", address.port);
+  }
+  return absl::StrCat(address.host, ":", address.port);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(const std::string& text, uint16_t default_port) {
+  HostPort result;
+  std::string port_text;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("bad address \"", text, "\": missing ']'"));
+    }
+    result.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        return absl::InvalidArgumentError(absl::StrCat("bad address \"", text, "\""));
+      }
+      port_text = text.substr(close + 2);
+    }
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon != std::string::npos && text.find(':') == colon) {
+      result.host = text.substr(0, colon);
+      port_text = text.substr(colon + 1);
+    } else {
+      result.host = text;  // a bare name, or a bare IPv6 address
+    }
+  }
+  if (result.host.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad address \"", text, "\": no host"));
+  }
+  result.port = default_port;
+  if (!port_text.empty()) {
+    uint32_t port = 0;
+    if (!absl::SimpleAtoi(port_text, &port) || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("bad port in \"", text, "\""));
+    }
+    result.port = static_cast<uint16_t>(port);
+  }
+  return result;
+}
+
+absl::Status SetNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return ErrnoStatus(errno, "fcntl(O_NONBLOCK)");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status TuneConnectedSocket(int fd) {
+  BRAID_RETURN_IF_ERROR(SetNonBlocking(fd));
+  const int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+    return ErrnoStatus(errno, "setsockopt(TCP_NODELAY)");
+  }
+  return absl::OkStatus();
+}
+
+// Waits until `fd` is ready for `events`; kDeadlineExceeded at the deadline.
+absl::Status PollOne(int fd, short events, Deadline deadline, const char* what) {
+  while (true) {
+    pollfd entry{fd, events, 0};
+    const int n = ::poll(&entry, 1, PollTimeoutMs(deadline));
+    if (n > 0) return absl::OkStatus();
+    if (n == 0) {
+      if (Expired(deadline)) return absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
+      continue;
+    }
+    if (errno != EINTR) return ErrnoStatus(errno, absl::StrCat(what, ": poll"));
+  }
+}
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* info) const { ::freeaddrinfo(info); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve \"", host, "\": ", ::gai_strerror(rc)));
+  }
+  return AddrInfoPtr(result);
+}
+
+}  // namespace
+
+absl::StatusOr<TcpListener> TcpListener::Listen(const std::string& host, uint16_t port, int backlog) {
+  const std::string bind_host = host.empty() ? "0.0.0.0" : host;
+  BRAID_ASSIGN_OR_RETURN(AddrInfoPtr info, Resolve(bind_host, port, /*passive=*/true));
+  absl::Status last = absl::UnavailableError("no address");
+  for (addrinfo* ai = info.get(); ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd.valid()) {
+      last = ErrnoStatus(errno, "socket");
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) < 0) {
+      last = ErrnoStatus(errno, absl::StrCat("bind ", ToString({bind_host, port})));
+      continue;
+    }
+    if (::listen(fd.get(), backlog) < 0) {
+      last = ErrnoStatus(errno, "listen");
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t length = sizeof(bound);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) < 0) {
+      return ErrnoStatus(errno, "getsockname");
+    }
+    const uint16_t bound_port =
+        bound.ss_family == AF_INET6
+            ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+            : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    BRAID_RETURN_IF_ERROR(SetNonBlocking(fd.get()));
+    return TcpListener(std::move(fd), bound_port);
+  }
+  return last;
+}
+
+absl::StatusOr<UniqueFd> TcpListener::Accept(Deadline deadline) const {
+  while (true) {
+    UniqueFd fd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd.valid()) {
+      BRAID_RETURN_IF_ERROR(TuneConnectedSocket(fd.get()));
+      return fd;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
+      BRAID_RETURN_IF_ERROR(PollOne(fd_.get(), POLLIN, deadline,
+                                    absl::StrCat("accept on port ", port_).c_str()));
+      continue;
+    }
+    return ErrnoStatus(errno, "accept");
+  }
+}
+
+absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& address, Deadline deadline) {
+  absl::Duration backoff = absl::Milliseconds(1);
+  absl::Status last = absl::UnavailableError("no attempt made");
+  while (true) {
+    absl::StatusOr<AddrInfoPtr> info = Resolve(address.host, address.port, /*passive=*/false);
+    if (!info.ok()) {
+      last = info.status();
+    } else {
+      for (addrinfo* ai = info->get(); ai != nullptr; ai = ai->ai_next) {
+        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                             ai->ai_protocol));
+        if (!fd.valid()) {
+          last = ErrnoStatus(errno, "socket");
+          continue;
+        }
+        int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
+        if (rc < 0 && errno == EINPROGRESS) {
+          absl::Status ready = PollOne(fd.get(), POLLOUT, deadline, "connect");
+          if (!ready.ok()) {
+            last = ready;
+            continue;
+          }
+          int error = 0;
+          socklen_t length = sizeof(error);
+          ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+          rc = error == 0 ? 0 : -1;
+          errno = error;
+        }
+        if (rc == 0) {
+          BRAID_RETURN_IF_ERROR(TuneConnectedSocket(fd.get()));
+          return fd;
+        }
+        last = ErrnoStatus(errno, "connect");
+      }
+    }
+    if (Expired(deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "connect to ", ToString(address), " gave up at its deadline; last error: ", last.message()));
+    }
+    // The peer may not be listening yet: back off, bounded by the deadline.
+    absl::SleepFor(std::min(backoff, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+    backoff = std::min(backoff * 2, absl::Milliseconds(100));
+  }
+}
+
+absl::Status SendAll(int fd, absl::Span<const std::byte> data, Deadline deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      BRAID_RETURN_IF_ERROR(PollOne(fd, POLLOUT, deadline, "send"));
+      continue;
+    }
+    if (n < 0 && errno == ENOTSOCK) {  // a pipe
+      const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+      if (w > 0) {
+        done += static_cast<size_t>(w);
+        continue;
+      }
+      if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+        BRAID_RETURN_IF_ERROR(PollOne(fd, POLLOUT, deadline, "write"));
+        continue;
+      }
+    }
+    if (errno == EPIPE || errno == ECONNRESET) {
+      return absl::UnavailableError("send: peer closed the connection");
+    }
+    return ErrnoStatus(errno, "send");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return absl::UnavailableError(absl::StrCat("recv: peer closed the connection after ", done,
+                                                 " of ", data.size(), " bytes"));
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      BRAID_RETURN_IF_ERROR(PollOne(fd, POLLIN, deadline, "recv"));
+      continue;
+    }
+    if (errno == ECONNRESET) return absl::UnavailableError("recv: connection reset by peer");
+    return ErrnoStatus(errno, "recv");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braid
