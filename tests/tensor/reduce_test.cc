@@ -1,0 +1,201 @@
+#include "tensor/reduce.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "catch2/catch.hpp"
+#include "tensor/cpu_kernels.h"
+
+namespace braid {
+namespace {
+
+std::vector<const cpu_kernels::KernelTable*> AvailableTables() {
+  std::vector<const cpu_kernels::KernelTable*> tables = {&cpu_kernels::GenericKernels()};
+  if (cpu_kernels::CpuHasAvx2()) tables.push_back(&cpu_kernels::Avx2Kernels());
+  if (cpu_kernels::CpuHasAvx512()) tables.push_back(&cpu_kernels::Avx512Kernels());
+  return tables;
+}
+
+// The scalar reference, written independently of the kernels.
+template <typename C>
+C ReferenceOp(ReduceOp op, C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    switch (op) {
+      case ReduceOp::kProd: return static_cast<C>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b));
+      case ReduceOp::kMin: return std::min(a, b);
+      case ReduceOp::kMax: return std::max(a, b);
+      default: return static_cast<C>(static_cast<uint64_t>(static_cast<U>(a)) + static_cast<U>(b));
+    }
+  } else {
+    if (std::isnan(a) || std::isnan(b)) {
+      if (op == ReduceOp::kMin || op == ReduceOp::kMax) return std::isnan(a) ? a : b;
+    }
+    switch (op) {
+      case ReduceOp::kProd: return a * b;
+      case ReduceOp::kMin: return b < a ? b : a;
+      case ReduceOp::kMax: return b > a ? b : a;
+      default: return a + b;
+    }
+  }
+}
+
+template <typename T>
+T Reference(ReduceOp op, T a, T b) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return FloatToHalf(ReferenceOp<float>(op, HalfToFloat(a), HalfToFloat(b)));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return FloatToBFloat16(ReferenceOp<float>(op, BFloat16ToFloat(a), BFloat16ToFloat(b)));
+  } else {
+    return ReferenceOp<T>(op, a, b);
+  }
+}
+
+template <typename T>
+T RandomValue(std::mt19937_64& rng, size_t i) {
+  std::uniform_real_distribution<float> real(-4.0f, 4.0f);
+  if constexpr (std::is_integral_v<T>) {
+    // The full range, so sums and products overflow and must wrap.
+    return static_cast<T>(rng());
+  } else {
+    // Sprinkle in the values min/max and rounding must get right.
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -0.0f, 0.0f,
+                              std::numeric_limits<float>::infinity(), 1e-40f};
+    const float value = (i % 37 == 5) ? specials[rng() % 5] : real(rng);
+    if constexpr (std::is_same_v<T, Half>) return FloatToHalf(value);
+    else if constexpr (std::is_same_v<T, BFloat16>) return FloatToBFloat16(value);
+    else return static_cast<T>(value);
+  }
+}
+
+template <typename T>
+bool SameBits(const T& a, const T& b) {
+  // Any NaN matches any NaN (payloads may differ between paths); else bit-exact.
+  auto is_nan = [](const T& v) {
+    if constexpr (std::is_same_v<T, Half>) return std::isnan(HalfToFloat(v));
+    else if constexpr (std::is_same_v<T, BFloat16>) return std::isnan(BFloat16ToFloat(v));
+    else if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+    else return false;
+  };
+  if (is_nan(a) || is_nan(b)) return is_nan(a) && is_nan(b);
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+enum class Alias { kNone, kDstIsA, kDstIsB };
+
+// Returns "" on success, else a description of the first mismatch.
+template <typename T>
+std::string CheckKernel(const cpu_kernels::KernelTable& table, ReduceOp op, size_t count, size_t offset, Alias alias,
+                        std::mt19937_64& rng) {
+  std::vector<T> a(count + offset), b(count + offset), out(count + offset);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = RandomValue<T>(rng, i);
+    b[i] = RandomValue<T>(rng, i + 11);
+  }
+  std::vector<T> expected(count);
+  for (size_t i = 0; i < count; ++i) expected[i] = Reference<T>(op, a[offset + i], b[offset + i]);
+  T* dst = alias == Alias::kDstIsA ? a.data() + offset : alias == Alias::kDstIsB ? b.data() + offset : out.data() + offset;
+  table.reduce(DTypeOf<T>(), op, dst, a.data() + offset, b.data() + offset, count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!SameBits(dst[i], expected[i])) {
+      return absl::StrCat(table.isa, " ", DTypeName(DTypeOf<T>()), " ", ReduceOpName(op), " count ", count,
+                          " offset ", offset, " alias ", static_cast<int>(alias), ": element ", i, " differs");
+    }
+  }
+  return "";
+}
+
+TEST_CASE("Host reduce kernels match the scalar reference for every ISA, dtype, op, size and alignment",
+          "[tensor][reduce]") {
+  std::mt19937_64 rng(1234);
+  const size_t sizes[] = {0, 1, 7, 15, 16, 17, 63, 64, 65, 511, 512, 513, 1000, 4097, 100003};
+  size_t cases = 0;
+  for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp op : kAllReduceOps) {
+        for (size_t count : sizes) {
+          for (size_t offset : {0, 1, 3}) {
+            for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB}) {
+              const std::string failure = DispatchDType(dtype, [&](auto zero) {
+                return CheckKernel<decltype(zero)>(*table, op, count, offset, alias, rng);
+              });
+              INFO(failure);
+              REQUIRE(failure.empty());
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases >= 8 * 5 * 15 * 3 * 3);
+}
+
+TEST_CASE("Host f16 kernels agree with the scalar conversions on every bit pattern", "[tensor][reduce][f16]") {
+  // Hardware (F16C / AVX-512) and software conversions must give the same bits.
+  std::vector<Half> all(65536), zeros(65536, Half{0}), out(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = Half{static_cast<uint16_t>(i)};
+  for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    table->reduce(DType::kF16, ReduceOp::kSum, out.data(), all.data(), zeros.data(), all.size());
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const Half expected = FloatToHalf(HalfToFloat(all[i]) + 0.0f);
+      INFO(table->isa << " pattern " << i);
+      REQUIRE(SameBits(out[i], expected));
+    }
+  }
+}
+
+TEST_CASE("ReduceInto and DivideBy on tensors", "[tensor][reduce]") {
+  auto a = Tensor::Empty({5}, DType::kI32);
+  auto b = Tensor::Empty({5}, DType::kI32);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (int i = 0; i < 5; ++i) {
+    a->span<int32_t>()[i] = i * 10 - 7;
+    b->span<int32_t>()[i] = 3;
+  }
+  REQUIRE(ReduceInto(*a, *b, ReduceOp::kAvg).ok());
+  REQUIRE(DivideBy(*a, 2).ok());
+  // (-7+3)/2=-2, (3+3)/2=3, (13+3)/2=8, (23+3)/2=13, (33+3)/2=18: truncation toward zero.
+  CHECK(std::vector<int32_t>(a->span<int32_t>().begin(), a->span<int32_t>().end()) ==
+        std::vector<int32_t>{-2, 3, 8, 13, 18});
+
+  auto out = Tensor::Empty({5}, DType::kI32);
+  REQUIRE(out.ok());
+  REQUIRE(ReduceInto(*out, *a, *b, ReduceOp::kMax).ok());
+  CHECK(out->span<int32_t>()[0] == 3);
+
+  auto h = Tensor::Empty({3}, DType::kF16);
+  REQUIRE(h.ok());
+  h->span<Half>()[0] = FloatToHalf(3.0f);
+  h->span<Half>()[1] = FloatToHalf(-1.0f);
+  h->span<Half>()[2] = FloatToHalf(1.0f);
+  REQUIRE(DivideBy(*h, 3).ok());
+  CHECK(h->span<Half>()[0].bits == FloatToHalf(1.0f).bits);
+  CHECK(h->span<Half>()[2].bits == FloatToHalf(1.0f / 3.0f).bits);
+
+  // Mismatches are errors, never silent.
+  auto f = Tensor::Empty({5}, DType::kF32);
+  REQUIRE(f.ok());
+  CHECK(ReduceInto(*a, *f, ReduceOp::kSum).code() == absl::StatusCode::kInvalidArgument);
+  auto shorter = Tensor::Empty({4}, DType::kI32);
+  REQUIRE(shorter.ok());
+  CHECK(ReduceInto(*a, *shorter, ReduceOp::kSum).code() == absl::StatusCode::kInvalidArgument);
+  auto partly = a->Narrow(0, 1, 4);
+  auto first4 = a->Narrow(0, 0, 4);
+  REQUIRE(partly.ok());
+  REQUIRE(first4.ok());
+  CHECK(ReduceInto(*first4, *partly, ReduceOp::kSum).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(DivideBy(*a, 0).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(*ParseReduceOp("MAX") == ReduceOp::kMax);
+  CHECK_FALSE(ParseReduceOp("xor").ok());
+}
+
+}  // namespace
+}  // namespace braid

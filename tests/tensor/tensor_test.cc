@@ -1,0 +1,132 @@
+#include "tensor/tensor.h"
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "catch2/catch.hpp"
+
+namespace braid {
+namespace {
+
+TEST_CASE("Tensor: owning tensors are aligned, sized and zeroed", "[tensor]") {
+  for (DType dtype : kAllDTypes) {
+    auto tensor = Tensor::Zeros({3, 5}, dtype);
+    REQUIRE(tensor.ok());
+    CHECK(tensor->numel() == 15);
+    CHECK(tensor->nbytes() == 15 * DTypeSize(dtype));
+    CHECK(tensor->IsContiguous());
+    CHECK(tensor->storage()->owning());
+    CHECK(reinterpret_cast<uintptr_t>(tensor->data()) % 64 == 0);
+    const auto* bytes = static_cast<const uint8_t*>(tensor->data());
+    CHECK(std::all_of(bytes, bytes + tensor->nbytes(), [](uint8_t b) { return b == 0; }));
+  }
+  auto empty = Tensor::Empty({0, 4}, DType::kF32);
+  REQUIRE(empty.ok());
+  CHECK(empty->numel() == 0);
+  CHECK(empty->nbytes() == 0);
+  auto negative = Tensor::Empty({2, -1}, DType::kF32);
+  CHECK(negative.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Tensor: a view aliases caller memory without copying", "[tensor]") {
+  std::vector<float> memory(12);
+  std::iota(memory.begin(), memory.end(), 0.0f);
+  Tensor view = Tensor::View(memory.data(), {3, 4}, DType::kF32);
+  CHECK_FALSE(view.storage()->owning());
+  CHECK(view.data() == memory.data());
+  CHECK(view.At<float>({2, 1}) == 9.0f);
+  view.At<float>({0, 3}) = 42.0f;
+  CHECK(memory[3] == 42.0f);
+  CHECK(view.DebugString() == "float32[3, 4] cpu");
+}
+
+TEST_CASE("Tensor: Narrow, Slice, Flatten and Reshape share storage", "[tensor]") {
+  std::vector<int32_t> memory(24);
+  std::iota(memory.begin(), memory.end(), 0);
+  Tensor t = Tensor::View(memory.data(), {2, 3, 4}, DType::kI32);
+
+  auto rows = t.Narrow(1, 1, 2);
+  REQUIRE(rows.ok());
+  CHECK(rows->shape() == Shape{2, 2, 4});
+  CHECK_FALSE(rows->IsContiguous());
+  CHECK(rows->At<int32_t>({1, 0, 2}) == 12 + 4 + 2);
+  CHECK(rows->storage() == t.storage());
+
+  auto front = t.Narrow(0, 1, 1);
+  REQUIRE(front.ok());
+  CHECK(front->IsContiguous());  // a leading narrow stays contiguous
+  CHECK(front->data<int32_t>() == memory.data() + 12);
+
+  auto every_other = t.Slice(2, 1, 4, 2);
+  REQUIRE(every_other.ok());
+  CHECK(every_other->shape() == Shape{2, 3, 2});
+  CHECK(every_other->At<int32_t>({0, 1, 1}) == 4 + 3);
+  auto negative = t.Slice(2, -2, 100);  // Python-style: last two
+  REQUIRE(negative.ok());
+  CHECK(negative->shape() == Shape{2, 3, 2});
+  CHECK(negative->At<int32_t>({0, 0, 0}) == 2);
+
+  auto flat = t.Flatten();
+  REQUIRE(flat.ok());
+  CHECK(flat->shape() == Shape{24});
+  auto reshaped = t.Reshape({4, -1});
+  REQUIRE(reshaped.ok());
+  CHECK(reshaped->shape() == Shape{4, 6});
+  CHECK(reshaped->At<int32_t>({3, 5}) == 23);
+
+  CHECK(t.Reshape({5, 5}).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(rows->Flatten().status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(t.Narrow(1, 2, 2).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(t.Narrow(3, 0, 1).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Tensor: CopyFrom handles strides; Clone makes a contiguous owner", "[tensor]") {
+  std::vector<double> memory(20);
+  std::iota(memory.begin(), memory.end(), 0.0);
+  Tensor t = Tensor::View(memory.data(), {4, 5}, DType::kF64);
+  auto column_pair = t.Narrow(1, 2, 2);  // strided 4x2
+  REQUIRE(column_pair.ok());
+  auto clone = column_pair->Clone();
+  REQUIRE(clone.ok());
+  CHECK(clone->IsContiguous());
+  CHECK(clone->storage()->owning());
+  std::vector<double> expected = {2, 3, 7, 8, 12, 13, 17, 18};
+  CHECK(std::vector<double>(clone->span<double>().begin(), clone->span<double>().end()) == expected);
+
+  // Write back through the strided view.
+  for (double& v : clone->span<double>()) v = -v;
+  REQUIRE(column_pair->CopyFrom(*clone).ok());
+  CHECK(memory[2] == -2.0);
+  CHECK(memory[18] == -18.0);
+  CHECK(memory[4] == 4.0);  // untouched
+
+  // Contiguous tensors of equal numel copy across shapes.
+  auto flat = Tensor::Zeros({20}, DType::kF64);
+  REQUIRE(flat.ok());
+  REQUIRE(flat->CopyFrom(t).ok());
+  CHECK(flat->span<double>()[18] == -18.0);
+
+  auto wrong = Tensor::Zeros({20}, DType::kF32);
+  REQUIRE(wrong.ok());
+  CHECK(wrong->CopyFrom(t).code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Tensor: CUDA tensors fail cleanly without a GPU build or device", "[tensor]") {
+  auto cuda = Tensor::Empty({4}, DType::kF32, Device::Cuda(0));
+  if (!CudaCompiledIn()) {
+    CHECK(cuda.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(cuda.status().message()).find("--config=cuda") != std::string::npos);
+  } else if (CudaDeviceCount() == 0) {
+    CHECK_FALSE(cuda.ok());
+  } else {
+    CHECK(cuda.ok());
+  }
+  CHECK(ToString(Device::Cuda(3)) == "cuda:3");
+  CHECK(*ParseDevice("cuda:1") == Device::Cuda(1));
+  CHECK(*ParseDevice("cpu") == Device::Cpu());
+  CHECK_FALSE(ParseDevice("tpu").ok());
+}
+
+}  // namespace
+}  // namespace braid
