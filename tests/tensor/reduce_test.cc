@@ -151,6 +151,42 @@ TEST_CASE("Host f16 kernels agree with the scalar conversions on every bit patte
   }
 }
 
+template <typename T>
+T ReferenceDivide(T value, int64_t divisor) {
+  if constexpr (std::is_same_v<T, Half>) return FloatToHalf(HalfToFloat(value) / static_cast<float>(divisor));
+  else if constexpr (std::is_same_v<T, BFloat16>) return FloatToBFloat16(BFloat16ToFloat(value) / static_cast<float>(divisor));
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<int64_t>(value) / divisor);
+  else return value / static_cast<T>(divisor);
+}
+
+TEST_CASE("Host divide kernels match the scalar reference for every ISA and dtype", "[tensor][reduce]") {
+  std::mt19937_64 rng(99);
+  for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    for (DType dtype : kAllDTypes) {
+      for (size_t count : {size_t{1}, size_t{17}, size_t{4099}}) {
+        for (int64_t divisor : {int64_t{3}, int64_t{4}, int64_t{7}}) {
+          const std::string failure = DispatchDType(dtype, [&](auto zero) -> std::string {
+            using T = decltype(zero);
+            std::vector<T> values(count);
+            for (size_t i = 0; i < count; ++i) values[i] = RandomValue<T>(rng, i);
+            std::vector<T> expected(count);
+            for (size_t i = 0; i < count; ++i) expected[i] = ReferenceDivide(values[i], divisor);
+            table->divide(dtype, values.data(), count, divisor);
+            for (size_t i = 0; i < count; ++i) {
+              if (!SameBits(values[i], expected[i])) {
+                return absl::StrCat(table->isa, " ", DTypeName(dtype), " / ", divisor, ": element ", i, " differs");
+              }
+            }
+            return "";
+          });
+          INFO(failure);
+          REQUIRE(failure.empty());
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("ReduceInto and DivideBy on tensors", "[tensor][reduce]") {
   auto a = Tensor::Empty({5}, DType::kI32);
   auto b = Tensor::Empty({5}, DType::kI32);
