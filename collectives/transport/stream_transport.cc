@@ -1,0 +1,304 @@
+#include "collectives/transport/stream_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "base/status.h"
+
+namespace braid {
+namespace {
+
+// An abort frame's text is short; longer is a corrupt stream.
+constexpr size_t kMaxAbortText = 4096;
+
+absl::Span<const std::byte> HeaderBytes(const FrameHeader& header) {
+  return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(&header), sizeof(header));
+}
+
+}  // namespace
+
+StreamTransport::StreamTransport(int rank, int size, absl::Duration spin)
+    : Transport(rank, size), spin_(spin), peers_(static_cast<size_t>(size)) {}
+
+std::string StreamTransport::PeerName(int peer) const { return absl::StrCat("peer ", peer); }
+
+absl::Status StreamTransport::CheckPeer(int peer) const {
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("rank ", rank(), ": ", name(),
+                                                      " transport was aborted: ", aborted_.message()));
+  }
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": no peer ", peer, " in a group of ", size()));
+  }
+  const Peer& state = peers_[static_cast<size_t>(peer)];
+  if (!state.failure.ok()) return state.failure;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OpId> StreamTransport::PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  header.magic = FrameHeader::kMagic;
+  header.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.is_send = true;
+  op.peer = peer;
+  op.header = header;
+  op.send_data = payload.data();
+  op.bytes = payload.size();
+  peers_[static_cast<size_t>(peer)].sends.push_back(id);
+  return id;
+}
+
+absl::StatusOr<OpId> StreamTransport::PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  expected.magic = FrameHeader::kMagic;
+  expected.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.peer = peer;
+  op.header = expected;
+  op.recv_data = payload.data();
+  op.bytes = payload.size();
+  peers_[static_cast<size_t>(peer)].recvs.push_back(id);
+  return id;
+}
+
+void StreamTransport::Complete(OpId id, absl::Status status) {
+  Op& op = ops_.at(id);
+  op.complete = true;
+  op.status = std::move(status);
+}
+
+void StreamTransport::FailPeer(int peer, const absl::Status& status) {
+  Peer& state = peers_[static_cast<size_t>(peer)];
+  if (state.failure.ok()) state.failure = status;
+  for (OpId id : state.sends) Complete(id, status);
+  for (OpId id : state.recvs) Complete(id, status);
+  state.sends.clear();
+  state.recvs.clear();
+}
+
+void StreamTransport::FailAllPending(const absl::Status& status) {
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank()) FailPeer(peer, status);
+  }
+}
+
+bool StreamTransport::ProgressSends(int peer, Peer& state) {
+  bool moved = false;
+  while (!state.sends.empty()) {
+    Op& op = ops_.at(state.sends.front());
+    const size_t total = kFrameHeaderBytes + op.bytes;
+    absl::Span<const std::byte> header = HeaderBytes(op.header);
+    absl::Span<const std::byte> payload(op.send_data, op.bytes);
+    // Skip what is already on the wire.
+    if (op.done < kFrameHeaderBytes) {
+      header.remove_prefix(op.done);
+    } else {
+      header = {};
+      payload.remove_prefix(op.done - kFrameHeaderBytes);
+    }
+    absl::StatusOr<size_t> written = WriteSome(peer, header, payload);
+    if (!written.ok()) {
+      FailPeer(peer, Annotate(written.status(), absl::StrCat("rank ", rank(), ": ", name(), ": send to ",
+                                                             PeerName(peer), " of ", DescribeFrame(op.header))));
+      return true;
+    }
+    if (*written == 0) break;
+    moved = true;
+    op.done += *written;
+    if (op.done == total) {
+      const OpId id = state.sends.front();
+      state.sends.pop_front();
+      Complete(id, absl::OkStatus());
+    }
+  }
+  return moved;
+}
+
+void StreamTransport::HandleAbortFrame(int peer, Peer& state) {
+  // Best effort: the text follows the header; take what is already there.
+  std::string text(std::min<uint64_t>(state.incoming.bytes, kMaxAbortText), '\0');
+  size_t got = 0;
+  const Deadline until = DeadlineIn(absl::Milliseconds(200));
+  while (got < text.size() && !Expired(until)) {
+    absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()) + got,
+                                                             text.size() - got));
+    if (!n.ok()) break;
+    got += *n;
+  }
+  text.resize(got);
+  FailPeer(peer, absl::AbortedError(absl::StrCat("rank ", rank(), ": ", PeerName(peer),
+                                                 " aborted the communicator: ", text)));
+}
+
+bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
+  bool moved = false;
+  while (!state.recvs.empty()) {
+    Op& op = ops_.at(state.recvs.front());
+    if (state.incoming_header_bytes < kFrameHeaderBytes) {
+      auto* into = reinterpret_cast<std::byte*>(&state.incoming) + state.incoming_header_bytes;
+      absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(into, kFrameHeaderBytes - state.incoming_header_bytes));
+      if (!n.ok()) {
+        FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": receive from ",
+                                                         PeerName(peer), " of ", DescribeFrame(op.header))));
+        return true;
+      }
+      if (*n == 0) break;
+      moved = true;
+      state.incoming_header_bytes += *n;
+      if (state.incoming_header_bytes < kFrameHeaderBytes) continue;
+    }
+    if (!state.header_checked) {
+      if (state.incoming.magic == FrameHeader::kMagic && (state.incoming.flags & FrameHeader::kFlagAbort)) {
+        HandleAbortFrame(peer, state);
+        return true;
+      }
+      absl::Status match = CheckFrame(op.header, state.incoming, rank(), peer);
+      if (!match.ok()) {
+        // The stream cannot be resynchronized: fail everything with this peer.
+        FailPeer(peer, match);
+        return true;
+      }
+      state.header_checked = true;
+    }
+    if (op.done < op.bytes) {
+      absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(op.recv_data + op.done, op.bytes - op.done));
+      if (!n.ok()) {
+        FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": receive from ",
+                                                         PeerName(peer), " of ", DescribeFrame(op.header))));
+        return true;
+      }
+      if (*n == 0) break;
+      moved = true;
+      op.done += *n;
+    }
+    if (op.done == op.bytes) {
+      const OpId id = state.recvs.front();
+      state.recvs.pop_front();
+      state.incoming_header_bytes = 0;
+      state.header_checked = false;
+      Complete(id, absl::OkStatus());
+    }
+  }
+  return moved;
+}
+
+bool StreamTransport::Progress(int peer) {
+  Peer& state = peers_[static_cast<size_t>(peer)];
+  if (!state.failure.ok()) return false;
+  const bool sent = ProgressSends(peer, state);
+  const bool received = ProgressRecvs(peer, state);
+  return sent || received;
+}
+
+std::string StreamTransport::DescribePending(absl::Span<const OpId> ops) const {
+  std::string text;
+  int listed = 0;
+  for (OpId id : ops) {
+    auto it = ops_.find(id);
+    if (it == ops_.end() || it->second.complete) continue;
+    const Op& op = it->second;
+    if (listed++ == 4) {
+      absl::StrAppend(&text, "; ...");
+      break;
+    }
+    absl::StrAppend(&text, listed > 1 ? "; " : "", op.is_send ? "send to " : "receive from ", PeerName(op.peer),
+                    " of ", DescribeFrame(op.header), " (", op.done, " of ",
+                    op.bytes + (op.is_send ? kFrameHeaderBytes : 0), " bytes moved)");
+  }
+  return text;
+}
+
+absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline) {
+  for (OpId id : ops) {
+    if (!ops_.contains(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
+    }
+  }
+  absl::Time spin_until = absl::Now() + spin_;
+  std::vector<Interest> interests;
+  while (true) {
+    bool moved = false;
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer == rank()) continue;
+      const Peer& state = peers_[static_cast<size_t>(peer)];
+      if (state.sends.empty() && state.recvs.empty()) continue;
+      moved |= Progress(peer);
+    }
+    // Done, or failed?
+    bool all_complete = true;
+    for (OpId id : ops) {
+      const Op& op = ops_.at(id);
+      if (op.complete && !op.status.ok()) {
+        absl::Status status = op.status;
+        for (OpId other : ops) {
+          if (ops_.at(other).complete) ops_.erase(other);
+        }
+        return status;
+      }
+      all_complete &= op.complete;
+    }
+    if (all_complete) {
+      for (OpId id : ops) ops_.erase(id);
+      return absl::OkStatus();
+    }
+    if (moved) {
+      spin_until = absl::Now() + spin_;
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": ", name(),
+                                                      ": deadline exceeded waiting for ", DescribePending(ops)));
+    }
+    if (now < spin_until) continue;
+    interests.clear();
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer == rank()) continue;
+      const Peer& state = peers_[static_cast<size_t>(peer)];
+      if (!state.failure.ok() || (state.sends.empty() && state.recvs.empty())) continue;
+      interests.push_back({peer, !state.sends.empty(), !state.recvs.empty()});
+    }
+    absl::Status ready = WaitReady(interests, deadline);
+    if (!ready.ok()) return ready;
+  }
+}
+
+void StreamTransport::Abort(const absl::Status& cause) {
+  if (!aborted_.ok()) return;
+  aborted_ = cause.ok() ? absl::CancelledError("aborted") : cause;
+  // Tell each peer why, where the stream is at a frame boundary (a frame half
+  // on the wire cannot be interrupted). Best effort, bounded in time.
+  const std::string text(aborted_.message().substr(0, kMaxAbortText));
+  FrameHeader header;
+  header.flags = FrameHeader::kFlagAbort;
+  header.bytes = text.size();
+  const Deadline until = DeadlineIn(absl::Milliseconds(100));
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank()) continue;
+    Peer& state = peers_[static_cast<size_t>(peer)];
+    if (!state.failure.ok()) continue;
+    if (!state.sends.empty() && ops_.at(state.sends.front()).done > 0) continue;
+    std::string frame(reinterpret_cast<const char*>(&header), sizeof(header));
+    frame += text;
+    size_t sent = 0;
+    while (sent < frame.size() && !Expired(until)) {
+      absl::StatusOr<size_t> n =
+          WriteSome(peer, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(frame.data()) + sent,
+                                              frame.size() - sent),
+                    {});
+      if (!n.ok()) break;
+      sent += *n;
+    }
+  }
+  FailAllPending(absl::AbortedError(absl::StrCat("rank ", rank(), ": ", name(), " transport aborted: ",
+                                                 aborted_.message())));
+  CloseStreams();
+}
+
+}  // namespace braid

@@ -1,0 +1,103 @@
+// StreamTransport: the Transport semantics over one reliable byte stream per
+// peer and direction (a TCP connection, a shared-memory ring). It owns the
+// per-peer FIFO queues, the framing (header, then payload), the header check,
+// abort frames and Wait's progress loop: spin briefly (small messages), then
+// block in the subclass's WaitReady. Subclasses only move bytes.
+#ifndef BRAID_COLLECTIVES_TRANSPORT_STREAM_TRANSPORT_H_
+#define BRAID_COLLECTIVES_TRANSPORT_STREAM_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "collectives/transport/transport.h"
+
+namespace braid {
+
+class StreamTransport : public Transport {
+ public:
+  absl::StatusOr<OpId> PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) override;
+  absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) override;
+  absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
+  void Abort(const absl::Status& cause) override;
+
+ protected:
+  // What WaitReady should wait for on one peer.
+  struct Interest {
+    int peer;
+    bool write;  // a send is pending
+    bool read;   // a receive is pending
+  };
+
+  // spin: how long Wait polls without blocking before it calls WaitReady.
+  StreamTransport(int rank, int size, absl::Duration spin);
+
+  // Non-blocking: moves some of `first` then `second` into the stream to
+  // `peer`; returns the bytes taken (0 = would block). An error means the
+  // stream is broken (the peer is gone).
+  virtual absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
+                                           absl::Span<const std::byte> second) = 0;
+  // Non-blocking: reads up to data.size() bytes from `peer`'s stream; 0 =
+  // nothing yet. An error means the stream is broken.
+  virtual absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) = 0;
+  // Blocks until some interest may be ready, or `until`. Spurious returns are
+  // fine. An error names a peer that is gone.
+  virtual absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) = 0;
+  // Releases every stream (after Abort). Peers then see the streams end.
+  virtual void CloseStreams() = 0;
+  // "peer 3 (pid 1234)": how errors name a peer.
+  virtual std::string PeerName(int peer) const;
+
+  // Must be called by the subclass destructor's owner before streams go away:
+  // fails whatever is still pending.
+  void FailAllPending(const absl::Status& status);
+
+ private:
+  struct Op {
+    bool is_send = false;
+    int peer = 0;
+    FrameHeader header;            // sent, or expected
+    const std::byte* send_data = nullptr;
+    std::byte* recv_data = nullptr;
+    size_t bytes = 0;              // payload bytes
+    size_t done = 0;               // bytes moved (a send counts its header too)
+    bool complete = false;
+    absl::Status status;
+  };
+  struct Peer {
+    std::deque<OpId> sends;        // in posting order; front is on the wire
+    std::deque<OpId> recvs;
+    FrameHeader incoming;          // header being read
+    size_t incoming_header_bytes = 0;
+    bool header_checked = false;   // incoming header matched the front receive
+    absl::Status failure;          // set once the stream to this peer broke
+  };
+
+  absl::Status CheckPeer(int peer) const;
+  // Moves bytes for one peer until it would block; returns whether anything moved.
+  bool Progress(int peer);
+  bool ProgressSends(int peer, Peer& state);
+  bool ProgressRecvs(int peer, Peer& state);
+  // Reads an abort frame's text after its header arrived; fails the peer.
+  void HandleAbortFrame(int peer, Peer& state);
+  void FailPeer(int peer, const absl::Status& status);
+  void Complete(OpId id, absl::Status status);
+  std::string DescribePending(absl::Span<const OpId> ops) const;
+
+  absl::Duration spin_;
+  OpId next_id_ = 1;
+  absl::flat_hash_map<OpId, Op> ops_;
+  std::vector<Peer> peers_;
+  absl::Status aborted_;  // non-OK once Abort ran
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_TRANSPORT_STREAM_TRANSPORT_H_

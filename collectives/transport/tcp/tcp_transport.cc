@@ -1,0 +1,145 @@
+#include "collectives/transport/tcp/tcp_transport.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status.h"
+
+namespace braid {
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap& bootstrap, Deadline deadline,
+                                                                   TcpTransportOptions options) {
+  std::unique_ptr<TcpTransport> transport(new TcpTransport(bootstrap.rank(), bootstrap.size(), options.spin));
+  BRAID_RETURN_IF_ERROR(Annotate(transport->SetUp(bootstrap, deadline, options),
+                                 absl::StrCat("rank ", bootstrap.rank(), ": tcp transport setup")));
+  return transport;
+}
+
+absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const TcpTransportOptions& options) {
+  const int me = rank();
+  const int n = size();
+  sockets_.resize(static_cast<size_t>(n));
+  epoll_events_.assign(static_cast<size_t>(n), 0);
+  BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen("", 0));
+  const std::string mine = ToString(HostPort{options.advertise_host, listener.port()});
+  BRAID_ASSIGN_OR_RETURN(addresses_, bootstrap.AllGather(mine, deadline));
+
+  // Connect up, accept down: exactly one connection per pair.
+  for (int peer = me + 1; peer < n; ++peer) {
+    BRAID_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(addresses_[static_cast<size_t>(peer)], 0));
+    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, deadline));
+    FrameHeader hello;
+    hello.kind = CollectiveKind::kHandshake;
+    hello.root = me;
+    hello.count = static_cast<uint64_t>(n);
+    BRAID_RETURN_IF_ERROR(SendAll(fd.get(), AsBytes(hello), deadline));
+    sockets_[static_cast<size_t>(peer)] = std::move(fd);
+  }
+  for (int accepted = 0; accepted < me;) {
+    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, listener.Accept(deadline));
+    FrameHeader hello;
+    absl::Status read = RecvAll(fd.get(), AsWritableBytes(hello), DeadlineIn(absl::Seconds(5)));
+    const int peer = hello.root;
+    if (!read.ok() || hello.magic != FrameHeader::kMagic || hello.kind != CollectiveKind::kHandshake ||
+        hello.count != static_cast<uint64_t>(n) || peer < 0 || peer >= me ||
+        sockets_[static_cast<size_t>(peer)].valid()) {
+      BRAID_LOG(WARNING) << "tcp: refused a connection that is not a rank of this group ("
+                         << (read.ok() ? "bad handshake" : std::string(read.message())) << ")";
+      continue;
+    }
+    sockets_[static_cast<size_t>(peer)] = std::move(fd);
+    ++accepted;
+  }
+
+  epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return ErrnoStatus(errno, "epoll_create1");
+  return absl::OkStatus();
+}
+
+TcpTransport::~TcpTransport() {
+  FailAllPending(absl::CancelledError("tcp transport destroyed"));
+}
+
+std::string TcpTransport::PeerName(int peer) const {
+  if (peer >= 0 && static_cast<size_t>(peer) < addresses_.size()) {
+    return absl::StrCat("peer ", peer, " (", addresses_[static_cast<size_t>(peer)], ")");
+  }
+  return absl::StrCat("peer ", peer);
+}
+
+absl::StatusOr<size_t> TcpTransport::WriteSome(int peer, absl::Span<const std::byte> first,
+                                               absl::Span<const std::byte> second) {
+  iovec parts[2];
+  int count = 0;
+  if (!first.empty()) parts[count++] = {const_cast<std::byte*>(first.data()), first.size()};
+  if (!second.empty()) parts[count++] = {const_cast<std::byte*>(second.data()), second.size()};
+  if (count == 0) return 0;
+  msghdr message{};
+  message.msg_iov = parts;
+  message.msg_iovlen = static_cast<size_t>(count);
+  while (true) {
+    const ssize_t n = sendmsg(sockets_[static_cast<size_t>(peer)].get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == EPIPE || errno == ECONNRESET) {
+      return absl::UnavailableError("the connection was closed by the peer (process exited or died?)");
+    }
+    return ErrnoStatus(errno, "sendmsg");
+  }
+}
+
+absl::StatusOr<size_t> TcpTransport::ReadSome(int peer, absl::Span<std::byte> data) {
+  if (data.empty()) return 0;
+  while (true) {
+    const ssize_t n = recv(sockets_[static_cast<size_t>(peer)].get(), data.data(), data.size(), MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return absl::UnavailableError("the connection was closed by the peer (process exited or died?)");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == ECONNRESET) return absl::UnavailableError("the connection was reset by the peer (process died?)");
+    return ErrnoStatus(errno, "recv");
+  }
+}
+
+absl::Status TcpTransport::WaitReady(absl::Span<const Interest> interests, Deadline until) {
+  // Only peers with pending work are registered: an idle socket whose peer
+  // closed would otherwise report EPOLLHUP on every wait.
+  std::vector<uint32_t> wanted(static_cast<size_t>(size()), 0);
+  for (const Interest& interest : interests) {
+    wanted[static_cast<size_t>(interest.peer)] =
+        (interest.write ? EPOLLOUT : 0u) | (interest.read ? EPOLLIN | EPOLLRDHUP : 0u);
+  }
+  for (int peer = 0; peer < size(); ++peer) {
+    uint32_t& current = epoll_events_[static_cast<size_t>(peer)];
+    const uint32_t events = wanted[static_cast<size_t>(peer)];
+    if (current == events || !sockets_[static_cast<size_t>(peer)].valid()) continue;
+    epoll_event event{};
+    event.events = events;
+    event.data.u32 = static_cast<uint32_t>(peer);
+    const int op = current == 0 ? EPOLL_CTL_ADD : (events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
+    if (epoll_ctl(epoll_.get(), op, sockets_[static_cast<size_t>(peer)].get(), &event) < 0) {
+      return ErrnoStatus(errno, "epoll_ctl");
+    }
+    current = events;
+  }
+  epoll_event events[16];
+  const int n = epoll_wait(epoll_.get(), events, 16, PollTimeoutMs(until));
+  if (n < 0 && errno != EINTR) return ErrnoStatus(errno, "epoll_wait");
+  return absl::OkStatus();
+}
+
+void TcpTransport::CloseStreams() {
+  for (UniqueFd& fd : sockets_) {
+    if (fd.valid()) shutdown(fd.get(), SHUT_RDWR);
+    fd.Reset();
+  }
+}
+
+}  // namespace braid

@@ -1,0 +1,62 @@
+// The tcp transport: one TCP connection per pair of ranks, non-blocking
+// sockets with TCP_NODELAY, progress through epoll. Works across hosts.
+//
+// Connection setup (Create): every rank listens on a free port, the
+// addresses go around through the Bootstrap, then each rank connects to every
+// higher rank and accepts from every lower one; the connecting side sends a
+// handshake frame naming its rank and the group size, so a stray or
+// mismatched connection is refused.
+#ifndef BRAID_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
+#define BRAID_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "collectives/bootstrap.h"
+#include "collectives/transport/stream_transport.h"
+
+namespace braid {
+
+struct TcpTransportOptions {
+  // The address other ranks use to reach this one (this host's address on
+  // the network the job uses). Listening is on every interface.
+  std::string advertise_host = "127.0.0.1";
+  // How long Wait polls before blocking in epoll (small-message latency).
+  absl::Duration spin = absl::Microseconds(20);
+};
+
+class TcpTransport final : public StreamTransport {
+ public:
+  // Collective over `bootstrap`: every rank calls it. Blocks until every
+  // connection is up, or `deadline`.
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(Bootstrap& bootstrap, Deadline deadline,
+                                                              TcpTransportOptions options = {});
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+
+ protected:
+  absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
+                                   absl::Span<const std::byte> second) override;
+  absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) override;
+  absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) override;
+  void CloseStreams() override;
+  std::string PeerName(int peer) const override;
+
+ private:
+  TcpTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin) {}
+  absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const TcpTransportOptions& options);
+
+  UniqueFd epoll_;
+  std::vector<UniqueFd> sockets_;       // by peer; invalid for self
+  std::vector<uint32_t> epoll_events_;  // events registered per peer
+  std::vector<std::string> addresses_;  // "host:port" per rank, for messages
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_

@@ -1,0 +1,87 @@
+// Transport: ordered point-to-point messages between the ranks of a group.
+//
+// A rank posts sends and receives, then waits for them:
+//
+//   BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(left, header, incoming));
+//   BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(right, header, outgoing));
+//   BRAID_RETURN_IF_ERROR(transport.Wait({r, s}, deadline));
+//
+// Semantics every implementation keeps:
+//  - Messages between two ranks arrive in the order they were posted, per
+//    direction; receives from one peer match incoming frames in the order they
+//    were posted. There is no wildcard matching: collectives are issued in the
+//    same order everywhere, so order is the match.
+//  - Every message is a frame: a FrameHeader (seq, kind, count, dtype, op,
+//    root, step tag, byte count) and the payload. A receive names the header
+//    it expects; a different one fails that receive (and the Wait) with both
+//    sides' descriptions (kInvalidArgument), never mixing data.
+//  - Posting never blocks; Wait drives progress for every pending operation
+//    (so two ranks that both send first cannot deadlock on full buffers) and
+//    returns at `deadline` with kDeadlineExceeded naming what is still pending.
+//  - A peer that dies, or closes, fails the operations with it (kUnavailable
+//    naming the peer) within seconds. A peer that aborts sends its reason, and
+//    the operations with it fail kAborted quoting it.
+//  - Payload memory belongs to the caller and must stay valid and unchanged
+//    (sends) or untouched (receives) until the operation completes or the
+//    transport is aborted/destroyed.
+//
+// Threads: a Transport is used by one thread at a time (the communicator's
+// progress thread); it is not thread-safe.
+#ifndef BRAID_COLLECTIVES_TRANSPORT_TRANSPORT_H_
+#define BRAID_COLLECTIVES_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "base/deadline.h"
+#include "collectives/transport/frame.h"
+
+namespace braid {
+
+using OpId = uint64_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // "tcp", "shm", ...
+  virtual const char* name() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Queues `payload` for `peer`, framed by `header` (its byte count is set
+  // from the payload). kFailedPrecondition after Abort; kUnavailable if the
+  // peer is already known dead; kInvalidArgument for a bad peer.
+  virtual absl::StatusOr<OpId> PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) = 0;
+  // Queues a receive of the next frame from `peer`, which must match
+  // `expected` (its byte count set from `payload`).
+  virtual absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) = 0;
+  // Drives progress until every op in `ops` has completed, one failed (its
+  // error is returned at once), or `deadline` passed. Each op id may be waited
+  // for once; after an error the other ops in `ops` may still be pending.
+  virtual absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) = 0;
+  absl::Status Wait(std::initializer_list<OpId> ops, Deadline deadline) {
+    return Wait(absl::MakeConstSpan(ops.begin(), ops.size()), deadline);
+  }
+  // Fails every pending and future operation with `cause`, tells the peers
+  // (best effort, they fail kAborted quoting it) and releases the
+  // connections. Idempotent: the first cause wins. Never blocks for long.
+  virtual void Abort(const absl::Status& cause) = 0;
+
+ protected:
+  Transport(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_TRANSPORT_TRANSPORT_H_
