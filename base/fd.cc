@@ -6,11 +6,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -112,6 +115,32 @@ absl::Status PollOne(int fd, short events, Deadline deadline, const char* what) 
     }
     if (errno != EINTR) return ErrnoStatus(errno, absl::StrCat(what, ": poll"));
   }
+}
+
+// write(2) to a pipe whose reader is gone raises SIGPIPE, and there is no
+// MSG_NOSIGNAL for pipes: a process that keeps SIGPIPE's default action would
+// die instead of seeing EPIPE. Block SIGPIPE in this thread around the call and
+// consume the one the call raised (thread-directed, so it is ours), unless one
+// was already pending before.
+ssize_t WriteWithoutSigpipe(int fd, const void* data, size_t size) {
+  sigset_t sigpipe;
+  sigemptyset(&sigpipe);
+  sigaddset(&sigpipe, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &sigpipe, &old_mask);
+  const ssize_t n = ::write(fd, data, size);
+  const int write_errno = errno;
+  if (n < 0 && write_errno == EPIPE && !was_pending) {
+    const timespec no_wait{0, 0};
+    while (::sigtimedwait(&sigpipe, nullptr, &no_wait) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = write_errno;
+  return n;
 }
 
 struct AddrInfoDeleter {
@@ -245,7 +274,7 @@ absl::Status SendAll(int fd, absl::Span<const std::byte> data, Deadline deadline
       continue;
     }
     if (n < 0 && errno == ENOTSOCK) {  // a pipe
-      const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+      const ssize_t w = WriteWithoutSigpipe(fd, data.data() + done, data.size() - done);
       if (w > 0) {
         done += static_cast<size_t>(w);
         continue;

@@ -106,8 +106,9 @@ class RankContext {
   RankContext(int rank, int size, RankMode mode, Deadline deadline, UniqueFd hub)
       : rank_(rank), size_(size), mode_(mode), deadline_(deadline), hub_(std::move(hub)) {}
 
-  // Sends one contribution of kind `op`; returns the hub's reply payload.
-  absl::StatusOr<std::string> Exchange(uint32_t op, absl::string_view mine);
+  // Sends one contribution of kind `op` and waits for the hub's answer; for an
+  // AllGather, fills `gathered` (nullptr for a Barrier).
+  absl::Status Exchange(uint32_t op, absl::string_view mine, std::vector<std::string>* gathered);
 
   int rank_ = 0;
   int size_ = 0;
