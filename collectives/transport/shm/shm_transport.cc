@@ -1,0 +1,327 @@
+#include "collectives/transport/shm/shm_transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/logging.h"
+#include "base/status.h"
+
+namespace braid {
+namespace shm_internal {
+
+constexpr uint64_t kMagic = 0x315f4d48535f4442;  // "BD_SHM_1"
+constexpr size_t kCacheLine = 64;
+
+// One rank's segment: this header, then one Channel + ring per sender.
+struct Segment {
+  uint64_t magic;
+  uint64_t ring_bytes;
+  int32_t size;
+  int32_t pid;
+  alignas(kCacheLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by whoever may unblock the owner
+  alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner is in (or entering) futex_wait
+  std::atomic<uint32_t> closed;                        // the owner closed its streams
+};
+
+struct Channel {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written (sender)
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes read (receiver)
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free");
+
+constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
+constexpr size_t kSegmentHeaderBytes = RoundUp(sizeof(Segment), kCacheLine);
+constexpr size_t kChannelBytes = RoundUp(sizeof(Channel), kCacheLine);
+
+size_t ChannelStride(size_t ring_bytes) { return kChannelBytes + ring_bytes; }
+size_t SegmentBytes(int size, size_t ring_bytes) {
+  return kSegmentHeaderBytes + static_cast<size_t>(size) * ChannelStride(ring_bytes);
+}
+
+}  // namespace shm_internal
+
+using shm_internal::Channel;
+using shm_internal::Segment;
+
+namespace {
+
+constexpr absl::Duration kLivenessInterval = absl::Milliseconds(50);
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by several processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+int PidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+absl::StatusOr<std::byte*> MapSegment(int fd, size_t bytes) {
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return ErrnoStatus(errno, "mmap of a shared-memory segment");
+  return static_cast<std::byte*>(base);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(Bootstrap& bootstrap, Deadline deadline,
+                                                                   ShmTransportOptions options) {
+  if (options.ring_bytes < 4096 || (options.ring_bytes & (options.ring_bytes - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shm ring_bytes ", options.ring_bytes,
+                                                   " must be a power of two >= 4096"));
+  }
+  std::unique_ptr<ShmTransport> transport(new ShmTransport(bootstrap.rank(), bootstrap.size(), options.spin));
+  BRAID_RETURN_IF_ERROR(Annotate(transport->SetUp(bootstrap, deadline, options),
+                                 absl::StrCat("rank ", bootstrap.rank(), ": shm transport setup")));
+  return transport;
+}
+
+absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const ShmTransportOptions& options) {
+  const int me = rank();
+  const int n = size();
+  ring_bytes_ = options.ring_bytes;
+  const size_t bytes = shm_internal::SegmentBytes(n, ring_bytes_);
+  mappings_.resize(static_cast<size_t>(n));
+  pids_.assign(static_cast<size_t>(n), 0);
+  pidfds_.resize(static_cast<size_t>(n));
+
+  std::random_device random;
+  my_name_ = absl::StrCat("/braid-", getpid(), "-", me, "-", random());
+  {
+    UniqueFd fd(shm_open(my_name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("shm_open(", my_name_, ")"));
+    if (ftruncate(fd.get(), static_cast<off_t>(bytes)) < 0) {
+      const int error = errno;
+      shm_unlink(my_name_.c_str());
+      return ErrnoStatus(error, absl::StrCat("ftruncate(", my_name_, ", ", bytes, ") (is /dev/shm big enough?)"));
+    }
+    absl::StatusOr<std::byte*> base = MapSegment(fd.get(), bytes);
+    if (!base.ok()) {
+      shm_unlink(my_name_.c_str());
+      return base.status();
+    }
+    mappings_[static_cast<size_t>(me)] = {*base, bytes};
+  }
+  // Touch every page now: first touch costs ~10 us a page, never on the hot path.
+  std::memset(mappings_[static_cast<size_t>(me)].base, 0, bytes);
+  Segment* mine = SegmentOf(me);
+  mine->magic = shm_internal::kMagic;
+  mine->ring_bytes = ring_bytes_;
+  mine->size = n;
+  mine->pid = getpid();
+
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                         bootstrap.AllGather(absl::StrCat(my_name_, " ", getpid()), deadline));
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    std::vector<std::string> parts = absl::StrSplit(names[static_cast<size_t>(peer)], ' ');
+    int pid = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &pid)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad shm address from peer ", peer));
+    }
+    pids_[static_cast<size_t>(peer)] = pid;
+    UniqueFd fd(shm_open(parts[0].c_str(), O_RDWR | O_CLOEXEC, 0));
+    if (!fd.valid()) {
+      return ErrnoStatus(errno, absl::StrCat("opening peer ", peer, "'s segment ", parts[0],
+                                             " (is every rank on this host? use the tcp transport otherwise)"));
+    }
+    BRAID_ASSIGN_OR_RETURN(std::byte * base, MapSegment(fd.get(), bytes));
+    mappings_[static_cast<size_t>(peer)] = {base, bytes};
+    const Segment* segment = SegmentOf(peer);
+    if (segment->magic != shm_internal::kMagic || segment->size != n || segment->ring_bytes != ring_bytes_) {
+      return absl::FailedPreconditionError(absl::StrCat("peer ", peer, "'s segment ", parts[0],
+                                                        " has a different layout (size or ring bytes differ)"));
+    }
+    pidfds_[static_cast<size_t>(peer)] = UniqueFd(PidfdOpen(pid));
+  }
+  // Once everyone has mapped every segment the names can go.
+  BRAID_RETURN_IF_ERROR(bootstrap.AllGather("mapped", deadline).status());
+  shm_unlink(my_name_.c_str());
+  my_name_.clear();
+  return absl::OkStatus();
+}
+
+ShmTransport::~ShmTransport() {
+  FailAllPending(absl::CancelledError("shm transport destroyed"));
+  CloseStreams();
+  for (const Mapping& mapping : mappings_) {
+    if (mapping.base != nullptr) munmap(mapping.base, mapping.bytes);
+  }
+  if (!my_name_.empty()) shm_unlink(my_name_.c_str());
+}
+
+Segment* ShmTransport::SegmentOf(int r) const {
+  return reinterpret_cast<Segment*>(mappings_[static_cast<size_t>(r)].base);
+}
+
+Channel* ShmTransport::ChannelOf(int sender, int receiver) const {
+  std::byte* base = mappings_[static_cast<size_t>(receiver)].base + shm_internal::kSegmentHeaderBytes +
+                    static_cast<size_t>(sender) * shm_internal::ChannelStride(ring_bytes_);
+  return reinterpret_cast<Channel*>(base);
+}
+
+std::byte* ShmTransport::RingOf(int sender, int receiver) const {
+  return reinterpret_cast<std::byte*>(ChannelOf(sender, receiver)) + shm_internal::kChannelBytes;
+}
+
+std::string ShmTransport::PeerName(int peer) const {
+  if (peer >= 0 && static_cast<size_t>(peer) < pids_.size() && pids_[static_cast<size_t>(peer)] != 0) {
+    return absl::StrCat("peer ", peer, " (pid ", pids_[static_cast<size_t>(peer)], ")");
+  }
+  return absl::StrCat("peer ", peer);
+}
+
+void ShmTransport::Ring(int r) {
+  Segment* segment = SegmentOf(r);
+  segment->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (segment->sleeping.load(std::memory_order_seq_cst) != 0) {
+    Futex(&segment->doorbell, FUTEX_WAKE, 1, nullptr);
+  }
+}
+
+absl::Status ShmTransport::PeerState(int peer) const {
+  const UniqueFd& pidfd = pidfds_[static_cast<size_t>(peer)];
+  bool dead = false;
+  if (pidfd.valid()) {
+    pollfd entry{pidfd.get(), POLLIN, 0};
+    dead = poll(&entry, 1, 0) > 0;  // readable once the process has exited (even unreaped)
+  } else {
+    dead = kill(pids_[static_cast<size_t>(peer)], 0) < 0 && errno == ESRCH;
+  }
+  if (dead) return absl::UnavailableError("the peer process died");
+  if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
+    return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> ShmTransport::WriteSome(int peer, absl::Span<const std::byte> first,
+                                               absl::Span<const std::byte> second) {
+  Channel* channel = ChannelOf(rank(), peer);
+  std::byte* ring = RingOf(rank(), peer);
+  const uint64_t head = channel->head.load(std::memory_order_relaxed);
+  const uint64_t tail = channel->tail.load(std::memory_order_acquire);
+  size_t space = ring_bytes_ - static_cast<size_t>(head - tail);
+  if (space == 0) {
+    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
+      return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
+    }
+    return 0;
+  }
+  size_t written = 0;
+  uint64_t position = head;
+  for (absl::Span<const std::byte> part : {first, second}) {
+    const size_t take = std::min(space, part.size());
+    size_t copied = 0;
+    while (copied < take) {
+      const size_t offset = static_cast<size_t>(position & (ring_bytes_ - 1));
+      const size_t chunk = std::min(take - copied, ring_bytes_ - offset);
+      std::memcpy(ring + offset, part.data() + copied, chunk);
+      copied += chunk;
+      position += chunk;
+    }
+    written += take;
+    space -= take;
+    if (take < part.size()) break;
+  }
+  if (written == 0) return 0;
+  channel->head.store(position, std::memory_order_release);
+  Ring(peer);
+  return written;
+}
+
+absl::StatusOr<size_t> ShmTransport::ReadSome(int peer, absl::Span<std::byte> data) {
+  if (data.empty()) return 0;
+  Channel* channel = ChannelOf(peer, rank());
+  const std::byte* ring = RingOf(peer, rank());
+  const uint64_t tail = channel->tail.load(std::memory_order_relaxed);
+  const uint64_t head = channel->head.load(std::memory_order_acquire);
+  const size_t available = static_cast<size_t>(head - tail);
+  if (available == 0) {
+    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
+      return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
+    }
+    return 0;
+  }
+  const size_t take = std::min(available, data.size());
+  size_t copied = 0;
+  uint64_t position = tail;
+  while (copied < take) {
+    const size_t offset = static_cast<size_t>(position & (ring_bytes_ - 1));
+    const size_t chunk = std::min(take - copied, ring_bytes_ - offset);
+    std::memcpy(data.data() + copied, ring + offset, chunk);
+    copied += chunk;
+    position += chunk;
+  }
+  channel->tail.store(position, std::memory_order_release);
+  Ring(peer);  // the sender may be waiting for space
+  return take;
+}
+
+absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadline until) {
+  Segment* mine = SegmentOf(rank());
+  const uint32_t seen = mine->doorbell.load(std::memory_order_seq_cst);
+  mine->sleeping.store(1, std::memory_order_seq_cst);
+  // Re-check after announcing the sleep: a peer that changed a ring before
+  // reading `sleeping` also bumped the doorbell past `seen`.
+  bool ready = false;
+  for (const Interest& interest : interests) {
+    if (interest.read) {
+      const Channel* in = ChannelOf(interest.peer, rank());
+      ready |= in->head.load(std::memory_order_acquire) != in->tail.load(std::memory_order_relaxed);
+    }
+    if (interest.write) {
+      const Channel* out = ChannelOf(rank(), interest.peer);
+      ready |= out->head.load(std::memory_order_relaxed) - out->tail.load(std::memory_order_acquire) < ring_bytes_;
+    }
+  }
+  if (!ready) {
+    const absl::Duration left = std::min(until - absl::Now(), kLivenessInterval);
+    if (left > absl::ZeroDuration()) {
+      const timespec timeout = absl::ToTimespec(left);
+      Futex(&mine->doorbell, FUTEX_WAIT, seen, &timeout);
+    }
+  }
+  mine->sleeping.store(0, std::memory_order_relaxed);
+  // A peer that died cannot ring: look at each one we wait on.
+  for (const Interest& interest : interests) {
+    absl::Status state = PeerState(interest.peer);
+    if (!state.ok()) {
+      return Annotate(state, absl::StrCat("rank ", rank(), ": shm: waiting for ", PeerName(interest.peer)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShmTransport::CloseStreams() {
+  if (closed_ || mappings_.empty() || mappings_[static_cast<size_t>(rank())].base == nullptr) return;
+  closed_ = true;
+  SegmentOf(rank())->closed.store(1, std::memory_order_release);
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank() && mappings_[static_cast<size_t>(peer)].base != nullptr) Ring(peer);
+  }
+}
+
+}  // namespace braid

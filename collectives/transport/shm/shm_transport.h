@@ -1,0 +1,87 @@
+// The shm transport: ranks on one host exchange frames through POSIX shared
+// memory. Each rank creates one segment holding its inbound rings, one per
+// sender (single producer, single consumer, byte streams); a sender copies
+// into the receiver's ring, the receiver copies out.
+//
+// Waiting: Wait spins briefly (small-message latency), then sleeps on a futex
+// in its own segment (its "doorbell"), which every peer bumps after giving it
+// data or space, so ranks that outnumber cores do not burn the CPU. Sleeps
+// are bounded (50 ms) to check that the peers are alive (pidfd): a peer that
+// dies fails the operations with it within that time, naming it.
+//
+// Segments are unlinked as soon as every rank has mapped them, so a crash
+// leaves nothing in /dev/shm.
+#ifndef BRAID_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
+#define BRAID_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "collectives/bootstrap.h"
+#include "collectives/transport/stream_transport.h"
+
+namespace braid {
+
+struct ShmTransportOptions {
+  // Bytes in each inbound ring (a power of two).
+  size_t ring_bytes = size_t{1} << 20;
+  // How long Wait polls before sleeping on the futex.
+  absl::Duration spin = absl::Microseconds(20);
+};
+
+namespace shm_internal {
+struct Segment;
+struct Channel;
+}  // namespace shm_internal
+
+class ShmTransport final : public StreamTransport {
+ public:
+  // Collective over `bootstrap`; every rank must be on this host.
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(Bootstrap& bootstrap, Deadline deadline,
+                                                              ShmTransportOptions options = {});
+  ~ShmTransport() override;
+
+  const char* name() const override { return "shm"; }
+
+ protected:
+  absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
+                                   absl::Span<const std::byte> second) override;
+  absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) override;
+  absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) override;
+  void CloseStreams() override;
+  std::string PeerName(int peer) const override;
+
+ private:
+  struct Mapping {
+    std::byte* base = nullptr;
+    size_t bytes = 0;
+  };
+
+  ShmTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin) {}
+  absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const ShmTransportOptions& options);
+  shm_internal::Segment* SegmentOf(int rank) const;
+  // The ring `sender` writes and `receiver` reads (in the receiver's segment).
+  shm_internal::Channel* ChannelOf(int sender, int receiver) const;
+  std::byte* RingOf(int sender, int receiver) const;
+  void Ring(int rank);  // bumps rank's doorbell, waking it if it sleeps
+  // OK while the peer lives and has not closed.
+  absl::Status PeerState(int peer) const;
+
+  size_t ring_bytes_ = 0;
+  std::vector<Mapping> mappings_;  // by rank; mine included
+  std::vector<pid_t> pids_;
+  std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
+  std::string my_name_;            // shm name until unlinked
+  bool closed_ = false;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
