@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace braid {
 namespace {
@@ -32,7 +33,7 @@ absl::Status Malformed(const EnvKnob& knob, const std::string& value, const char
 EnvKnob::EnvKnob(const char* name, const char* default_value, const char* help)
     : name_(name), default_value_(default_value), help_(help) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  MutexLock lock(&registry.mu);
   registry.knobs.push_back(this);
 }
 
@@ -79,7 +80,7 @@ std::vector<const EnvKnob*> AllEnvKnobs() {
   Registry& registry = GetRegistry();
   std::vector<const EnvKnob*> knobs;
   {
-    absl::MutexLock lock(&registry.mu);
+    MutexLock lock(&registry.mu);
     knobs = registry.knobs;
   }
   std::sort(knobs.begin(), knobs.end(),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/status.h"
 
@@ -188,11 +189,29 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
   return moved;
 }
 
+bool StreamTransport::CheckForAbortNotice(int peer, Peer& state) {
+  if (state.incoming_header_bytes != 0) return false;  // mid-frame: not an abort
+  FrameHeader header;
+  absl::StatusOr<size_t> n = PeekSome(peer, AsWritableBytes(header));
+  if (!n.ok()) {
+    FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": ", PeerName(peer))));
+    return true;
+  }
+  if (*n < sizeof(header) || header.magic != FrameHeader::kMagic || !(header.flags & FrameHeader::kFlagAbort)) {
+    return false;  // nothing, or a frame for a later receive
+  }
+  absl::StatusOr<size_t> taken = ReadSome(peer, AsWritableBytes(state.incoming));
+  if (!taken.ok() || *taken != sizeof(header)) return false;
+  HandleAbortFrame(peer, state);
+  return true;
+}
+
 bool StreamTransport::Progress(int peer) {
   Peer& state = peers_[static_cast<size_t>(peer)];
   if (!state.failure.ok()) return false;
   const bool sent = ProgressSends(peer, state);
   const bool received = ProgressRecvs(peer, state);
+  if (!sent && !received && state.recvs.empty() && !state.sends.empty()) return CheckForAbortNotice(peer, state);
   return sent || received;
 }
 
@@ -298,7 +317,7 @@ void StreamTransport::Abort(const absl::Status& cause) {
   }
   FailAllPending(absl::AbortedError(absl::StrCat("rank ", rank(), ": ", name(), " transport aborted: ",
                                                  aborted_.message())));
-  CloseStreams();
+  CloseStreams(aborted_);
 }
 
 }  // namespace braid

@@ -50,8 +50,13 @@ class StreamTransport : public Transport {
   // Blocks until some interest may be ready, or `until`. Spurious returns are
   // fine. An error names a peer that is gone.
   virtual absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) = 0;
-  // Releases every stream (after Abort). Peers then see the streams end.
-  virtual void CloseStreams() = 0;
+  // Non-blocking: copies up to data.size() bytes of `peer`'s stream without
+  // consuming them; 0 = nothing yet; an error when the stream has ended.
+  virtual absl::StatusOr<size_t> PeekSome(int peer, absl::Span<std::byte> data) = 0;
+  // Ends every stream after Abort (the abort frames already sent stay
+  // readable); `reason` is the abort's cause, for transports that can also
+  // publish it out of band.
+  virtual void CloseStreams(const absl::Status& reason) = 0;
   // "peer 3 (pid 1234)": how errors name a peer.
   virtual std::string PeerName(int peer) const;
 
@@ -87,6 +92,9 @@ class StreamTransport : public Transport {
   bool ProgressRecvs(int peer, Peer& state);
   // Reads an abort frame's text after its header arrived; fails the peer.
   void HandleAbortFrame(int peer, Peer& state);
+  // With sends but no receives pending for `peer`, nothing reads its stream:
+  // look there for an abort notice (or its end). Returns whether it failed the peer.
+  bool CheckForAbortNotice(int peer, Peer& state);
   void FailPeer(int peer, const absl::Status& status);
   void Complete(OpId id, absl::Status status);
   std::string DescribePending(absl::Span<const OpId> ops) const;

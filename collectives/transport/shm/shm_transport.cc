@@ -36,6 +36,7 @@ struct Segment {
   alignas(kCacheLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by whoever may unblock the owner
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner is in (or entering) futex_wait
   std::atomic<uint32_t> closed;                        // the owner closed its streams
+  char abort_text[1024];                               // why, written before `closed`
 };
 
 struct Channel {
@@ -165,7 +166,7 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
 
 ShmTransport::~ShmTransport() {
   FailAllPending(absl::CancelledError("shm transport destroyed"));
-  CloseStreams();
+  CloseStreams(absl::OkStatus());
   for (const Mapping& mapping : mappings_) {
     if (mapping.base != nullptr) munmap(mapping.base, mapping.bytes);
   }
@@ -211,7 +212,13 @@ absl::Status ShmTransport::PeerState(int peer) const {
     dead = kill(pids_[static_cast<size_t>(peer)], 0) < 0 && errno == ESRCH;
   }
   if (dead) return absl::UnavailableError("the peer process died");
-  if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
+  const Segment* segment = SegmentOf(peer);
+  if (segment->closed.load(std::memory_order_acquire) != 0) {
+    if (segment->abort_text[0] != '\0') {
+      return absl::AbortedError(absl::StrCat(PeerName(peer), " aborted the communicator: ",
+                                             std::string(segment->abort_text, strnlen(segment->abort_text,
+                                                                                     sizeof(segment->abort_text)))));
+    }
     return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
   }
   return absl::OkStatus();
@@ -225,9 +232,7 @@ absl::StatusOr<size_t> ShmTransport::WriteSome(int peer, absl::Span<const std::b
   const uint64_t tail = channel->tail.load(std::memory_order_acquire);
   size_t space = ring_bytes_ - static_cast<size_t>(head - tail);
   if (space == 0) {
-    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
-      return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
-    }
+    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) return PeerState(peer);
     return 0;
   }
   size_t written = 0;
@@ -253,6 +258,14 @@ absl::StatusOr<size_t> ShmTransport::WriteSome(int peer, absl::Span<const std::b
 }
 
 absl::StatusOr<size_t> ShmTransport::ReadSome(int peer, absl::Span<std::byte> data) {
+  return CopyOut(peer, data, /*consume=*/true);
+}
+
+absl::StatusOr<size_t> ShmTransport::PeekSome(int peer, absl::Span<std::byte> data) {
+  return CopyOut(peer, data, /*consume=*/false);
+}
+
+absl::StatusOr<size_t> ShmTransport::CopyOut(int peer, absl::Span<std::byte> data, bool consume) {
   if (data.empty()) return 0;
   Channel* channel = ChannelOf(peer, rank());
   const std::byte* ring = RingOf(peer, rank());
@@ -260,9 +273,8 @@ absl::StatusOr<size_t> ShmTransport::ReadSome(int peer, absl::Span<std::byte> da
   const uint64_t head = channel->head.load(std::memory_order_acquire);
   const size_t available = static_cast<size_t>(head - tail);
   if (available == 0) {
-    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) {
-      return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
-    }
+    absl::Status state = PeerState(peer);
+    if (!state.ok() && SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) return state;
     return 0;
   }
   const size_t take = std::min(available, data.size());
@@ -275,6 +287,7 @@ absl::StatusOr<size_t> ShmTransport::ReadSome(int peer, absl::Span<std::byte> da
     copied += chunk;
     position += chunk;
   }
+  if (!consume) return take;
   channel->tail.store(position, std::memory_order_release);
   Ring(peer);  // the sender may be waiting for space
   return take;
@@ -286,17 +299,21 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   mine->sleeping.store(1, std::memory_order_seq_cst);
   // Re-check after announcing the sleep: a peer that changed a ring before
   // reading `sleeping` also bumped the doorbell past `seen`.
-  bool ready = false;
-  for (const Interest& interest : interests) {
+  auto can_move = [&](const Interest& interest) {
     if (interest.read) {
       const Channel* in = ChannelOf(interest.peer, rank());
-      ready |= in->head.load(std::memory_order_acquire) != in->tail.load(std::memory_order_relaxed);
+      if (in->head.load(std::memory_order_acquire) != in->tail.load(std::memory_order_relaxed)) return true;
     }
     if (interest.write) {
       const Channel* out = ChannelOf(rank(), interest.peer);
-      ready |= out->head.load(std::memory_order_relaxed) - out->tail.load(std::memory_order_acquire) < ring_bytes_;
+      if (out->head.load(std::memory_order_relaxed) - out->tail.load(std::memory_order_acquire) < ring_bytes_) {
+        return true;
+      }
     }
-  }
+    return false;
+  };
+  bool ready = false;
+  for (const Interest& interest : interests) ready |= can_move(interest);
   if (!ready) {
     const absl::Duration left = std::min(until - absl::Now(), kLivenessInterval);
     if (left > absl::ZeroDuration()) {
@@ -305,8 +322,10 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
     }
   }
   mine->sleeping.store(0, std::memory_order_relaxed);
-  // A peer that died cannot ring: look at each one we wait on.
+  // A peer that died cannot ring: look at each one we are stuck on. Bytes it
+  // left (an abort notice, say) are read before its state counts.
   for (const Interest& interest : interests) {
+    if (can_move(interest)) continue;
     absl::Status state = PeerState(interest.peer);
     if (!state.ok()) {
       return Annotate(state, absl::StrCat("rank ", rank(), ": shm: waiting for ", PeerName(interest.peer)));
@@ -315,10 +334,17 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   return absl::OkStatus();
 }
 
-void ShmTransport::CloseStreams() {
+void ShmTransport::CloseStreams(const absl::Status& reason) {
   if (closed_ || mappings_.empty() || mappings_[static_cast<size_t>(rank())].base == nullptr) return;
   closed_ = true;
-  SegmentOf(rank())->closed.store(1, std::memory_order_release);
+  Segment* mine = SegmentOf(rank());
+  // Published out of band too: a peer stuck sending to us reads it from here.
+  if (!reason.ok()) {
+    const size_t length = std::min(reason.message().size(), sizeof(mine->abort_text) - 1);
+    std::memcpy(mine->abort_text, reason.message().data(), length);
+    mine->abort_text[length] = '\0';
+  }
+  mine->closed.store(1, std::memory_order_release);
   for (int peer = 0; peer < size(); ++peer) {
     if (peer != rank() && mappings_[static_cast<size_t>(peer)].base != nullptr) Ring(peer);
   }

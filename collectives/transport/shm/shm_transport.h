@@ -54,8 +54,11 @@ class ShmTransport final : public StreamTransport {
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
                                    absl::Span<const std::byte> second) override;
   absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) override;
+  // Copies up to data.size() bytes from `peer`'s ring; consumes them if `consume`.
+  absl::StatusOr<size_t> CopyOut(int peer, absl::Span<std::byte> data, bool consume);
   absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) override;
-  void CloseStreams() override;
+  absl::StatusOr<size_t> PeekSome(int peer, absl::Span<std::byte> data) override;
+  void CloseStreams(const absl::Status& reason) override;
   std::string PeerName(int peer) const override;
 
  private:

@@ -114,7 +114,7 @@ absl::Status TcpTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   std::vector<uint32_t> wanted(static_cast<size_t>(size()), 0);
   for (const Interest& interest : interests) {
     wanted[static_cast<size_t>(interest.peer)] =
-        (interest.write ? EPOLLOUT : 0u) | (interest.read ? EPOLLIN | EPOLLRDHUP : 0u);
+        (interest.write ? EPOLLOUT : 0u) | (interest.read ? EPOLLIN : 0u) | EPOLLRDHUP;
   }
   for (int peer = 0; peer < size(); ++peer) {
     uint32_t& current = epoll_events_[static_cast<size_t>(peer)];
@@ -135,10 +135,24 @@ absl::Status TcpTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   return absl::OkStatus();
 }
 
-void TcpTransport::CloseStreams() {
+absl::StatusOr<size_t> TcpTransport::PeekSome(int peer, absl::Span<std::byte> data) {
+  while (true) {
+    const ssize_t n = recv(sockets_[static_cast<size_t>(peer)].get(), data.data(), data.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return absl::UnavailableError("the connection was closed by the peer (process exited or died?)");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == ECONNRESET) return absl::UnavailableError("the connection was reset by the peer (process died?)");
+    return ErrnoStatus(errno, "recv(MSG_PEEK)");
+  }
+}
+
+void TcpTransport::CloseStreams(const absl::Status&) {
+  // Half-close: the peers read our abort notices, then the end of the stream.
+  // Closing outright while their data sits unread would reset the connection
+  // and could discard the notice; the sockets close with the transport.
   for (UniqueFd& fd : sockets_) {
-    if (fd.valid()) shutdown(fd.get(), SHUT_RDWR);
-    fd.Reset();
+    if (fd.valid()) shutdown(fd.get(), SHUT_WR);
   }
 }
 

@@ -44,7 +44,8 @@ class TcpTransport final : public StreamTransport {
                                    absl::Span<const std::byte> second) override;
   absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) override;
   absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) override;
-  void CloseStreams() override;
+  absl::StatusOr<size_t> PeekSome(int peer, absl::Span<std::byte> data) override;
+  void CloseStreams(const absl::Status& reason) override;
   std::string PeerName(int peer) const override;
 
  private:

@@ -1,0 +1,92 @@
+// The collective algorithms, each written once over the Transport interface.
+//
+// Every function is collective: all ranks of the transport's group call the
+// same function with matching arguments, in the same order. Buffers are
+// contiguous host memory as byte spans of `args.dtype` elements; `input` and
+// `output` may be the same memory (in place) where noted, never partly
+// overlapping. Each blocks until this rank's part is done or `args.deadline`
+// passes (kDeadlineExceeded naming what is pending); errors name the rank,
+// the peer and the collective (via the frame headers). `scratch` is reused
+// memory owned by the caller (the communicator allocates it once).
+//
+// Sizes, per kind (count = args.count):
+//   AllReduce      input count, output count (in place allowed)
+//   ReduceScatter  input size * count, output count
+//   AllGather      input count, output size * count (input may be output's own chunk)
+//   Broadcast      buffer count (root's is sent, others' receive)
+//   Reduce         input count, output count on the root (ignored elsewhere; in place allowed)
+//   AllToAll       input size * count, output size * count (not in place)
+//   Send / Recv    count, with a single peer
+//
+// avg reduces as sum and the owner of each result divides it once, so every
+// rank ends with bit-identical values.
+#ifndef BRAID_COLLECTIVES_ALGORITHMS_H_
+#define BRAID_COLLECTIVES_ALGORITHMS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "base/deadline.h"
+#include "collectives/transport/frame.h"
+#include "collectives/transport/transport.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
+#include "tensor/tensor.h"
+
+namespace braid {
+
+enum class Algorithm : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRhd = 3, kDirect = 4, kNative = 5 };
+const char* AlgorithmName(Algorithm algorithm);
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kNone;
+  uint64_t seq = 0;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = -1;
+  size_t count = 0;
+  Deadline deadline = absl::InfiniteFuture();
+  // Pipelining granularity.
+  size_t segment_bytes = size_t{256} << 10;
+};
+
+// Reusable host memory, grown on demand and kept: a large buffer is never
+// allocated (and first-touched) per call. Not thread-safe.
+class Scratch {
+ public:
+  // At least `bytes` bytes; invalidates earlier spans when it grows.
+  absl::StatusOr<absl::Span<std::byte>> Get(size_t bytes);
+
+ private:
+  std::shared_ptr<Storage> storage_;
+};
+
+absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                           absl::Span<std::byte> output, Scratch& scratch);
+absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                           absl::Span<std::byte> output, Scratch& scratch);
+absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                          absl::Span<std::byte> output, Scratch& scratch);
+
+absl::Status RingReduceScatter(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                               absl::Span<std::byte> output, Scratch& scratch);
+absl::Status RingAllGather(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                           absl::Span<std::byte> output);
+absl::Status ChainBroadcast(Transport& transport, const CollectiveArgs& args, absl::Span<std::byte> buffer);
+absl::Status ChainReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                         absl::Span<std::byte> output, Scratch& scratch);
+absl::Status DisseminationBarrier(Transport& transport, const CollectiveArgs& args);
+absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                              absl::Span<std::byte> output);
+absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data);
+absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<std::byte> data);
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_ALGORITHMS_H_

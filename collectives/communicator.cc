@@ -1,0 +1,290 @@
+#include "collectives/communicator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/status.h"
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
+               "All-reduce algorithm: auto, ring, tree, rhd or direct (when the transport has it).");
+
+// Below this, latency dominates: log2(n) steps (rhd) beat 2(n-1) (ring).
+constexpr size_t kSmallAllReduceBytes = size_t{64} << 10;
+
+absl::Span<const std::byte> ConstBytes(const Tensor& t) {
+  return absl::MakeConstSpan(static_cast<const std::byte*>(t.data()), t.nbytes());
+}
+absl::Span<std::byte> Bytes(const Tensor& t) { return absl::MakeSpan(static_cast<std::byte*>(t.data()), t.nbytes()); }
+
+}  // namespace
+
+void Work::Finish(absl::Status status) {
+  MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_ = true;
+}
+
+absl::Status Work::Wait(Deadline deadline) {
+  MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; };
+  if (!AwaitWithDeadline(&mu_, absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat("collective seq ", seq_, " still running at the wait's deadline"));
+  }
+  return status_;
+}
+
+bool Work::Test() {
+  MutexLock lock(&mu_);
+  return done_;
+}
+
+absl::Status Work::status() {
+  MutexLock lock(&mu_);
+  if (!done_) return absl::UnavailableError(absl::StrCat("collective seq ", seq_, " still running"));
+  return status_;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_ptr<Transport> transport,
+                                                                   CommunicatorOptions options) {
+  if (!transport) return absl::InvalidArgumentError("Communicator::Create without a transport");
+  absl::Duration timeout;
+  if (options.timeout.has_value()) {
+    timeout = *options.timeout;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(timeout, DefaultTimeout());
+  }
+  BRAID_ASSIGN_OR_RETURN(Algorithm env_algorithm, ParseAlgorithm(kAlgoKnob.String()));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options, timeout, env_algorithm));
+}
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
+                           Algorithm env_algorithm)
+    : transport_(std::move(transport)),
+      rank_(transport_->rank()),
+      size_(transport_->size()),
+      transport_name_(transport_->name()),
+      options_(options),
+      timeout_(timeout),
+      env_algorithm_(env_algorithm) {
+  progress_ = std::thread([this] { ProgressLoop(); });
+}
+
+Communicator::~Communicator() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  progress_.join();
+}
+
+void Communicator::Abort(const absl::Status& cause) {
+  std::deque<Task> dropped;
+  {
+    MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = cause.ok() ? absl::CancelledError("communicator aborted") : cause;
+    dropped.swap(queue_);
+  }
+  for (Task& task : dropped) task.work->Finish(failure_);  // failure_ is never reset once set
+}
+
+Algorithm Communicator::ChooseAllReduce(size_t bytes, Algorithm requested) const {
+  if (requested == Algorithm::kAuto) requested = options_.algorithm;
+  if (requested == Algorithm::kAuto) requested = env_algorithm_;
+  if (requested != Algorithm::kAuto) return requested;
+  return bytes <= kSmallAllReduceBytes ? Algorithm::kRhd : Algorithm::kRing;
+}
+
+absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) const {
+  if (!tensor.defined()) return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " is undefined"));
+  if (!tensor.device().is_cpu()) {
+    return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
+                                                 ": the ", transport_name_, " communicator takes CPU tensors"));
+  }
+  if (!tensor.IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
+                                                   " is not contiguous"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root,
+                                                 size_t count, const CallOptions& call,
+                                                 std::function<absl::Status(const CollectiveArgs&)> run) {
+  MutexLock lock(&mu_);
+  if (!failure_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("rank ", rank_, ": communicator aborted by an earlier error: ",
+                                                      failure_.message()));
+  }
+  CollectiveArgs args;
+  args.kind = kind;
+  // Point to point is not collective: the other ranks do not count it.
+  args.seq = kind == CollectiveKind::kSendRecv ? 0 : next_seq_++;
+  args.dtype = dtype;
+  args.op = op;
+  args.root = root;
+  args.count = count;
+  args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
+  args.segment_bytes = options_.segment_bytes;
+  WorkHandle work(new Work(args.seq));
+  queue_.push_back(Task{work, args, std::move(run)});
+  return work;
+}
+
+void Communicator::ProgressLoop() {
+  while (true) {
+    Task task;
+    {
+      MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      Await(&mu_, absl::Condition(&ready));
+      if (queue_.empty()) break;  // stopping, and nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (!failure_.ok()) {
+        task.work->Finish(failure_);
+        continue;
+      }
+    }
+    absl::Status status = task.run(task.args);
+    if (!status.ok()) {
+      status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
+      BRAID_LOG(ERROR) << status;
+      transport_->Abort(status);
+      Abort(status);
+    }
+    task.work->Finish(status);
+  }
+}
+
+absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Tensor& output, ReduceOp op,
+                                                   CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
+  BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
+  if (input.dtype() != output.dtype() || input.numel() != output.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": allreduce input ", input.DebugString(),
+                                                   " and output ", output.DebugString(), " differ"));
+  }
+  const Algorithm algorithm = ChooseAllReduce(input.nbytes(), call.algorithm);
+  if (algorithm == Algorithm::kDirect || algorithm == Algorithm::kNative) {
+    return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": all-reduce algorithm ", AlgorithmName(algorithm),
+                                                 " is not available on the ", transport_name_, " transport"));
+  }
+  return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()), call,
+                 [this, input, output, algorithm](const CollectiveArgs& args) {
+                   switch (algorithm) {
+                     case Algorithm::kTree:
+                       return TreeAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                     case Algorithm::kRhd:
+                       return RhdAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                     default:
+                       return RingAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                   }
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                                                       CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
+  BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
+  if (input.dtype() != output.dtype() || input.numel() != output.numel() * size_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": reducescatter input ", input.DebugString(),
+                                                   " must have ", size_, " x the output's ", output.DebugString()));
+  }
+  return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()), call,
+                 [this, input, output](const CollectiveArgs& args) {
+                   return RingReduceScatter(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Tensor& output, CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
+  BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
+  if (input.dtype() != output.dtype() || output.numel() != input.numel() * size_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": allgather output ", output.DebugString(),
+                                                   " must have ", size_, " x the input's ", input.DebugString()));
+  }
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
+                 call, [this, input, output](const CollectiveArgs& args) {
+                   return RingAllGather(*transport_, args, ConstBytes(input), Bytes(output));
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::Broadcast(const Tensor& tensor, int root, CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(tensor, "tensor"));
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": broadcast root ", root, " not in [0, ", size_, ")"));
+  }
+  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), ReduceOp::kSum, root, static_cast<size_t>(tensor.numel()),
+                 call, [this, tensor](const CollectiveArgs& args) {
+                   return ChainBroadcast(*transport_, args, Bytes(tensor));
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::Reduce(const Tensor& input, const Tensor& output, ReduceOp op, int root,
+                                                CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": reduce root ", root, " not in [0, ", size_, ")"));
+  }
+  if (rank_ == root) {
+    BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
+    if (input.dtype() != output.dtype() || input.numel() != output.numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": reduce input ", input.DebugString(),
+                                                     " and output ", output.DebugString(), " differ"));
+    }
+  }
+  return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()), call,
+                 [this, input, output, root](const CollectiveArgs& args) {
+                   return ChainReduce(*transport_, args, ConstBytes(input),
+                                      rank_ == root ? Bytes(output) : absl::Span<std::byte>(), scratch_);
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Tensor& output, CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
+  BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
+  if (input.dtype() != output.dtype() || input.numel() != output.numel() || input.numel() % size_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": alltoall input ", input.DebugString(),
+                                                   " and output ", output.DebugString(),
+                                                   " must match and split into ", size_, " blocks"));
+  }
+  return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
+                 static_cast<size_t>(input.numel() / size_), call, [this, input, output](const CollectiveArgs& args) {
+                   return PairwiseAllToAll(*transport_, args, ConstBytes(input), Bytes(output));
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::Barrier(CallOptions call) {
+  return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, call,
+                 [this](const CollectiveArgs& args) { return DisseminationBarrier(*transport_, args); });
+}
+
+absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(tensor, "tensor"));
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": send to peer ", peer, " in a group of ", size_));
+  }
+  return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
+                 call, [this, tensor, peer](const CollectiveArgs& args) {
+                   return SendTo(*transport_, args, peer, ConstBytes(tensor));
+                 });
+}
+
+absl::StatusOr<WorkHandle> Communicator::Recv(const Tensor& tensor, int peer, CallOptions call) {
+  BRAID_RETURN_IF_ERROR(CheckTensor(tensor, "tensor"));
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": receive from peer ", peer, " in a group of ", size_));
+  }
+  return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
+                 call, [this, tensor, peer](const CollectiveArgs& args) {
+                   return RecvFrom(*transport_, args, peer, Bytes(tensor));
+                 });
+}
+
+}  // namespace braid

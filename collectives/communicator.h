@@ -1,0 +1,157 @@
+// Communicator: one rank's view of a group, running collectives on tensors.
+//
+// Calls return at once with a Work handle; the collectives run in issue order
+// on the communicator's own progress thread, over its transport, with the
+// algorithm chosen per call (size, group size, transport; BRAID_ALGO or the
+// call's options override). Every rank must issue the same collectives in the
+// same order; the sequence number that travels in every frame catches ranks
+// that do not (a clear error on both sides, never mixed data).
+//
+// Errors: a collective that fails (a dead peer, a mismatch, its deadline)
+// aborts the communicator: the peers are told, and this and every later call
+// fails fast with that first cause. Tensors must be contiguous CPU tensors of
+// a braid dtype (CUDA tensors go through the NCCL or staged transports of the
+// runtime); a bad argument is returned by the call itself and consumes no
+// sequence number.
+//
+// Threads: all methods are thread-safe; calls from different threads are
+// ordered by when they enter. Tensors handed to a call must stay alive and
+// untouched until its Work completes.
+#ifndef BRAID_COLLECTIVES_COMMUNICATOR_H_
+#define BRAID_COLLECTIVES_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/algorithms.h"
+#include "collectives/transport/transport.h"
+#include "tensor/tensor.h"
+
+namespace braid {
+
+// The handle of one issued collective.
+class Work {
+ public:
+  // Blocks until the collective finished or `deadline`; returns its status
+  // (kDeadlineExceeded if still running at the deadline: it keeps running
+  // and ends by its own deadline).
+  absl::Status Wait(Deadline deadline = absl::InfiniteFuture());
+  // Non-blocking: true once finished.
+  bool Test();
+  // The result once finished; kUnavailable ("still running") before.
+  absl::Status status();
+  uint64_t seq() const { return seq_; }
+
+ private:
+  friend class Communicator;
+  explicit Work(uint64_t seq) : seq_(seq) {}
+  void Finish(absl::Status status);
+
+  const uint64_t seq_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+struct CommunicatorOptions {
+  // Deadline of each collective, from when it is issued. Default: BRAID_TIMEOUT_SEC.
+  absl::optional<absl::Duration> timeout;
+  // kAuto: chosen per call (BRAID_ALGO overrides when set).
+  Algorithm algorithm = Algorithm::kAuto;
+  size_t segment_bytes = size_t{256} << 10;
+};
+
+// Per-call overrides.
+struct CallOptions {
+  absl::optional<absl::Duration> timeout;
+  Algorithm algorithm = Algorithm::kAuto;
+};
+
+class Communicator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(std::unique_ptr<Transport> transport,
+                                                              CommunicatorOptions options = {});
+  // Finishes the queued collectives (each bounded by its deadline), then
+  // stops the progress thread.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const char* transport_name() const { return transport_name_.c_str(); }
+
+  // output = op over every rank's input (numel equal). input may be output.
+  absl::StatusOr<WorkHandle> AllReduce(const Tensor& input, const Tensor& output, ReduceOp op,
+                                       CallOptions call = {});
+  absl::StatusOr<WorkHandle> AllReduce(const Tensor& tensor, ReduceOp op, CallOptions call = {}) {
+    return AllReduce(tensor, tensor, op, call);
+  }
+  // input has size() * output.numel() elements; rank r gets block r reduced.
+  absl::StatusOr<WorkHandle> ReduceScatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                                           CallOptions call = {});
+  // output has size() * input.numel() elements, block r from rank r.
+  absl::StatusOr<WorkHandle> AllGather(const Tensor& input, const Tensor& output, CallOptions call = {});
+  // root's tensor to every rank's tensor.
+  absl::StatusOr<WorkHandle> Broadcast(const Tensor& tensor, int root, CallOptions call = {});
+  // op over every rank's input into root's output (output is ignored elsewhere).
+  absl::StatusOr<WorkHandle> Reduce(const Tensor& input, const Tensor& output, ReduceOp op, int root,
+                                    CallOptions call = {});
+  // input and output have size() blocks; block p of input goes to rank p,
+  // block p of output comes from rank p. Not in place.
+  absl::StatusOr<WorkHandle> AllToAll(const Tensor& input, const Tensor& output, CallOptions call = {});
+  absl::StatusOr<WorkHandle> Barrier(CallOptions call = {});
+  // Point to point; both sides issue them in the same relative order.
+  absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
+  absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
+
+  // Fails everything queued and later with `cause` and tells the peers.
+  void Abort(const absl::Status& cause);
+
+  // The algorithm `call` would use for an all-reduce of `bytes` (for tests and benchmarks).
+  Algorithm ChooseAllReduce(size_t bytes, Algorithm requested) const;
+
+ private:
+  struct Task {
+    WorkHandle work;
+    CollectiveArgs args;
+    std::function<absl::Status(const CollectiveArgs&)> run;
+  };
+
+  Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
+               Algorithm env_algorithm);
+  absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
+                                     const CallOptions& call, std::function<absl::Status(const CollectiveArgs&)> run);
+  absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
+  void ProgressLoop();
+
+  std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
+  const int rank_;
+  const int size_;
+  const std::string transport_name_;
+  const CommunicatorOptions options_;
+  const absl::Duration timeout_;
+  const Algorithm env_algorithm_;
+  Scratch scratch_;  // progress thread only
+
+  absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // first error: the communicator is aborted
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread progress_;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_COMMUNICATOR_H_

@@ -1,0 +1,58 @@
+#include "runtime/store/store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+
+namespace braid {
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
+    : prefix_(std::move(prefix)), base_(std::move(base)) {
+  BRAID_CHECK(base_ != nullptr) << "PrefixStore(\"" << prefix_ << "\") over a null store";
+}
+
+std::string PrefixStore::Prefixed(absl::string_view key) const {
+  return absl::StrCat(prefix_, "/", key);
+}
+
+std::vector<std::string> PrefixStore::Prefixed(absl::Span<const std::string> keys) const {
+  std::vector<std::string> result;
+  result.reserve(keys.size());
+  for (const std::string& key : keys) result.push_back(Prefixed(key));
+  return result;
+}
+
+absl::Status PrefixStore::Set(absl::string_view key, absl::string_view value) {
+  return base_->Set(Prefixed(key), value);
+}
+
+absl::StatusOr<std::string> PrefixStore::Get(absl::string_view key, Deadline deadline) {
+  return base_->Get(Prefixed(key), deadline);
+}
+
+absl::StatusOr<int64_t> PrefixStore::Add(absl::string_view key, int64_t delta) {
+  return base_->Add(Prefixed(key), delta);
+}
+
+absl::StatusOr<std::string> PrefixStore::CompareSet(absl::string_view key,
+                                                    absl::string_view expected,
+                                                    absl::string_view desired) {
+  return base_->CompareSet(Prefixed(key), expected, desired);
+}
+
+absl::Status PrefixStore::Wait(absl::Span<const std::string> keys, Deadline deadline) {
+  return base_->Wait(Prefixed(keys), deadline);
+}
+
+absl::StatusOr<bool> PrefixStore::Check(absl::Span<const std::string> keys) {
+  return base_->Check(Prefixed(keys));
+}
+
+absl::StatusOr<bool> PrefixStore::Delete(absl::string_view key) {
+  return base_->Delete(Prefixed(key));
+}
+
+absl::StatusOr<int64_t> PrefixStore::NumKeys() { return base_->NumKeys(); }
+
+}  // namespace braid

@@ -1,0 +1,236 @@
+// TcpStore: the store's client. One connection, one request in flight,
+// serialized by mu_. See tcp_store.h for the protocol.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/deadline.h"
+#include "base/fd.h"
+#include "base/status.h"
+#include "base/mutex.h"
+#include "runtime/store/tcp_store.h"
+#include "runtime/store/wire.h"
+
+namespace braid {
+namespace {
+
+using store_internal::FieldReader;
+using store_internal::FrameWriter;
+using store_internal::kProtocolVersion;
+using store_internal::Opcode;
+
+std::string Quoted(absl::string_view key) {
+  return absl::StrCat("\"", absl::CHexEscape(key), "\"");
+}
+
+std::string QuotedList(absl::Span<const std::string> keys) {
+  return absl::StrJoin(keys, ", ", [](std::string* out, const std::string& key) {
+    absl::StrAppend(out, Quoted(key));
+  });
+}
+
+FrameWriter Request(Opcode op) {
+  FrameWriter writer;
+  writer.U8(kProtocolVersion).U8(static_cast<uint8_t>(op));
+  return writer;
+}
+
+// The time left until `deadline` as the wire's timeout_ms: rounded up so the
+// server never gives up before the client's deadline; 0 once passed; -1 for
+// no deadline.
+int64_t TimeoutMs(Deadline deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
+}
+
+absl::Span<const std::byte> Bytes(const std::string& text) {
+  return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(text.data()), text.size());
+}
+
+absl::Status MalformedResponse(const HostPort& address, const std::string& what) {
+  return absl::InternalError(absl::StrCat("store ", ToString(address), ": ", what,
+                                          ": malformed response from the server"));
+}
+
+}  // namespace
+
+TcpStore::TcpStore(HostPort address, UniqueFd fd, absl::Duration io_timeout)
+    : address_(std::move(address)), io_timeout_(io_timeout), fd_(std::move(fd)) {}
+
+absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const HostPort& address,
+                                                            Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(absl::Duration io_timeout, DefaultTimeout());
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, deadline);
+  if (!fd.ok()) return Annotate(fd.status(), "store client");
+  // Authentication seam: a later protocol version reads the server's HMAC
+  // challenge here and answers it with an Opcode::kHello request before
+  // returning, with `deadline` bounding the exchange.
+  return std::unique_ptr<TcpStore>(new TcpStore(address, *std::move(fd), io_timeout));
+}
+
+absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::string frame,
+                                                Deadline wait_deadline) {
+  MutexLock lock(&mu_);
+  const std::string where = absl::StrCat("store ", ToString(address_), ": ", what);
+  if (!broken_.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(where, ": connection unusable after an earlier failure: ", broken_.message()));
+  }
+  // Every failure below leaves the stream at an unknown point (a response
+  // may still come), so the connection is closed for good.
+  auto fail = [&](const absl::Status& cause) {
+    fd_.Reset();
+    broken_ = cause;
+    if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          where, ": no answer from the server by the deadline plus ",
+          absl::FormatDuration(kServerGrace), "; connection closed (", cause.message(), ")"));
+    }
+    if (cause.code() == absl::StatusCode::kInternal) {
+      return absl::InternalError(absl::StrCat(where, ": ", cause.message(), "; connection closed"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat(where, ": connection to the store server lost: ", cause.message()));
+  };
+
+  if (absl::Status sent = SendAll(fd_.get(), Bytes(frame), DeadlineIn(io_timeout_)); !sent.ok()) {
+    return fail(sent);
+  }
+  const Deadline recv_deadline =
+      wait_deadline == absl::InfiniteFuture() ? wait_deadline : wait_deadline + kServerGrace;
+  char header[store_internal::kFrameHeaderBytes];
+  if (absl::Status got = RecvAll(fd_.get(), AsWritableBytes(header), recv_deadline); !got.ok()) {
+    return fail(got);
+  }
+  const uint32_t length = store_internal::DecodeU32(header);
+  if (length < 1 || length > kMaxResponseBytes) {
+    return fail(absl::InternalError(absl::StrCat("response frame of ", length, " bytes")));
+  }
+  std::string payload(length, '\0');
+  if (absl::Status got =
+          RecvAll(fd_.get(), absl::MakeSpan(reinterpret_cast<std::byte*>(payload.data()), length),
+                  recv_deadline);
+      !got.ok()) {
+    return fail(got);
+  }
+  const auto code = static_cast<uint8_t>(payload[0]);
+  payload.erase(0, 1);
+  if (code == 0) return payload;
+  FieldReader reader(payload);
+  std::string message;
+  if (!reader.String(&message) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  const auto status_code = code <= static_cast<uint8_t>(absl::StatusCode::kUnauthenticated)
+                               ? static_cast<absl::StatusCode>(code)
+                               : absl::StatusCode::kUnknown;
+  return absl::Status(status_code, absl::StrCat(where, ": ", message));
+}
+
+absl::Status TcpStore::Set(absl::string_view key, absl::string_view value) {
+  const std::string what = absl::StrCat("Set(", Quoted(key), ")");
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what, std::move(Request(Opcode::kSet).String(key).String(value)).Finish(),
+                DeadlineIn(io_timeout_)));
+  if (!fields.empty()) return MalformedResponse(address_, what);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TcpStore::Get(absl::string_view key, Deadline deadline) {
+  const std::string what = absl::StrCat("Get(", Quoted(key), ")");
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what,
+                std::move(Request(Opcode::kGet).String(key).I64(TimeoutMs(deadline))).Finish(),
+                deadline));
+  FieldReader reader(fields);
+  std::string value;
+  if (!reader.String(&value) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  return value;
+}
+
+absl::StatusOr<int64_t> TcpStore::Add(absl::string_view key, int64_t delta) {
+  const std::string what = absl::StrCat("Add(", Quoted(key), ", ", delta, ")");
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what, std::move(Request(Opcode::kAdd).String(key).I64(delta)).Finish(),
+                DeadlineIn(io_timeout_)));
+  FieldReader reader(fields);
+  int64_t value = 0;
+  if (!reader.I64(&value) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  return value;
+}
+
+absl::StatusOr<std::string> TcpStore::CompareSet(absl::string_view key, absl::string_view expected,
+                                                 absl::string_view desired) {
+  const std::string what = absl::StrCat("CompareSet(", Quoted(key), ")");
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what,
+                std::move(Request(Opcode::kCompareSet).String(key).String(expected).String(desired))
+                    .Finish(),
+                DeadlineIn(io_timeout_)));
+  FieldReader reader(fields);
+  std::string value;
+  if (!reader.String(&value) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  return value;
+}
+
+absl::Status TcpStore::Wait(absl::Span<const std::string> keys, Deadline deadline) {
+  const std::string what = absl::StrCat("Wait(", QuotedList(keys), ")");
+  FrameWriter request = Request(Opcode::kWait);
+  request.U32(static_cast<uint32_t>(keys.size()));
+  for (const std::string& key : keys) request.String(key);
+  request.I64(TimeoutMs(deadline));
+  BRAID_ASSIGN_OR_RETURN(std::string fields,
+                         RoundTrip(what, std::move(request).Finish(), deadline));
+  if (!fields.empty()) return MalformedResponse(address_, what);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TcpStore::Check(absl::Span<const std::string> keys) {
+  const std::string what = absl::StrCat("Check(", QuotedList(keys), ")");
+  FrameWriter request = Request(Opcode::kCheck);
+  request.U32(static_cast<uint32_t>(keys.size()));
+  for (const std::string& key : keys) request.String(key);
+  BRAID_ASSIGN_OR_RETURN(std::string fields,
+                         RoundTrip(what, std::move(request).Finish(), DeadlineIn(io_timeout_)));
+  FieldReader reader(fields);
+  uint8_t all = 0;
+  if (!reader.U8(&all) || reader.remaining() != 0 || all > 1)
+    return MalformedResponse(address_, what);
+  return all == 1;
+}
+
+absl::StatusOr<bool> TcpStore::Delete(absl::string_view key) {
+  const std::string what = absl::StrCat("Delete(", Quoted(key), ")");
+  BRAID_ASSIGN_OR_RETURN(std::string fields,
+                         RoundTrip(what, std::move(Request(Opcode::kDelete).String(key)).Finish(),
+                                   DeadlineIn(io_timeout_)));
+  FieldReader reader(fields);
+  uint8_t existed = 0;
+  if (!reader.U8(&existed) || reader.remaining() != 0 || existed > 1) {
+    return MalformedResponse(address_, what);
+  }
+  return existed == 1;
+}
+
+absl::StatusOr<int64_t> TcpStore::NumKeys() {
+  const std::string what = "NumKeys()";
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what, std::move(Request(Opcode::kNumKeys)).Finish(), DeadlineIn(io_timeout_)));
+  FieldReader reader(fields);
+  int64_t count = 0;
+  if (!reader.I64(&count) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  return count;
+}
+
+}  // namespace braid
