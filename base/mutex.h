@@ -55,18 +55,41 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   absl::Mutex* const mu_;
 };
 
+namespace internal {
+
+// Abseil evaluates a waiter's condition with the mutex held, possibly on the
+// thread that is unlocking: tell TSan about the mutex around each evaluation.
+class TsanVisibleCondition {
+ public:
+  TsanVisibleCondition(absl::Mutex* mu, const absl::Condition& condition) : mu_(mu), condition_(condition) {}
+  bool Eval() const {
+    TsanAcquire(mu_);
+    const bool met = condition_.Eval();
+    TsanRelease(mu_);
+    return met;
+  }
+
+ private:
+  absl::Mutex* mu_;
+  const absl::Condition& condition_;
+};
+
+}  // namespace internal
+
 // mu->Await(condition) with `mu` held (via MutexLock): releases it while waiting.
 inline void Await(absl::Mutex* mu, const absl::Condition& condition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  const internal::TsanVisibleCondition visible(mu, condition);
   TsanRelease(mu);
-  mu->Await(condition);
+  mu->Await(absl::Condition(&visible, &internal::TsanVisibleCondition::Eval));
   TsanAcquire(mu);
 }
 
 // As Await, giving up at `deadline`; true when the condition held.
 inline bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& condition, absl::Time deadline)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  const internal::TsanVisibleCondition visible(mu, condition);
   TsanRelease(mu);
-  const bool met = mu->AwaitWithDeadline(condition, deadline);
+  const bool met = mu->AwaitWithDeadline(absl::Condition(&visible, &internal::TsanVisibleCondition::Eval), deadline);
   TsanAcquire(mu);
   return met;
 }

@@ -105,6 +105,8 @@ bool StreamTransport::ProgressSends(int peer, Peer& state) {
     }
     absl::StatusOr<size_t> written = WriteSome(peer, header, payload);
     if (!written.ok()) {
+      // A peer that aborted may have said why before its stream broke.
+      if (state.recvs.empty() && CheckForAbortNotice(peer, state)) return true;
       FailPeer(peer, Annotate(written.status(), absl::StrCat("rank ", rank(), ": ", name(), ": send to ",
                                                              PeerName(peer), " of ", DescribeFrame(op.header))));
       return true;
@@ -194,7 +196,8 @@ bool StreamTransport::CheckForAbortNotice(int peer, Peer& state) {
   FrameHeader header;
   absl::StatusOr<size_t> n = PeekSome(peer, AsWritableBytes(header));
   if (!n.ok()) {
-    FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": ", PeerName(peer))));
+    FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": ", PeerName(peer),
+                                                     " ended its stream while this rank was sending to it")));
     return true;
   }
   if (*n < sizeof(header) || header.magic != FrameHeader::kMagic || !(header.flags & FrameHeader::kFlagAbort)) {
