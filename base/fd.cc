@@ -165,6 +165,23 @@ absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port, bool
 
 }  // namespace
 
+absl::StatusOr<std::string> LocalAddressToward(const HostPort& remote) {
+  BRAID_ASSIGN_OR_RETURN(AddrInfoPtr info, Resolve(remote.host, remote.port == 0 ? 9 : remote.port, false));
+  for (addrinfo* ai = info.get(); ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) < 0) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* address = local.ss_family == AF_INET6
+                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (::inet_ntop(local.ss_family, address, text, sizeof(text)) != nullptr) return std::string(text);
+  }
+  return absl::UnavailableError(absl::StrCat("no local address routes to ", ToString(remote)));
+}
+
 absl::StatusOr<TcpListener> TcpListener::Listen(const std::string& host, uint16_t port, int backlog) {
   const std::string bind_host = host.empty() ? "0.0.0.0" : host;
   BRAID_ASSIGN_OR_RETURN(AddrInfoPtr info, Resolve(bind_host, port, /*passive=*/true));

@@ -76,6 +76,10 @@ absl::Status SendAll(int fd, absl::Span<const std::byte> data, Deadline deadline
 // the middle is kUnavailable ("peer closed the connection").
 absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline);
 
+// The local address this host uses to reach `remote` (routing decides; no
+// packet is sent): what to advertise so that peers on that network reach us.
+absl::StatusOr<std::string> LocalAddressToward(const HostPort& remote);
+
 // Sets O_NONBLOCK.
 absl::Status SetNonBlocking(int fd);
 

@@ -11,8 +11,15 @@
 namespace braid {
 namespace {
 
+BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
+               "Collectives up to this size run on the calling thread when the communicator is idle.");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
                "All-reduce algorithm: auto, ring, tree, rhd or direct (when the transport has it).");
+
+// A send or receive issued on one rank may wait for the other's matching
+// call: running it inline could block a caller that issues both (send, then
+// receive) in one thread. They always go to the progress thread.
+constexpr size_t kNeverInline = SIZE_MAX;
 
 // Below this, latency dominates: log2(n) steps (rhd) beat 2(n-1) (ring).
 constexpr size_t kSmallAllReduceBytes = size_t{64} << 10;
@@ -60,6 +67,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_p
     BRAID_ASSIGN_OR_RETURN(timeout, DefaultTimeout());
   }
   BRAID_ASSIGN_OR_RETURN(Algorithm env_algorithm, ParseAlgorithm(kAlgoKnob.String()));
+  if (kInlineKnob.IsSet()) {
+    BRAID_ASSIGN_OR_RETURN(int64_t inline_bytes, kInlineKnob.Int());
+    options.inline_bytes = static_cast<size_t>(std::max<int64_t>(0, inline_bytes));
+  }
   return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options, timeout, env_algorithm));
 }
 
@@ -114,26 +125,47 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 }
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root,
-                                                 size_t count, const CallOptions& call,
+                                                 size_t count, size_t bytes, const CallOptions& call,
                                                  std::function<absl::Status(const CollectiveArgs&)> run) {
-  MutexLock lock(&mu_);
-  if (!failure_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("rank ", rank_, ": communicator aborted by an earlier error: ",
-                                                      failure_.message()));
+  Task task;
+  {
+    MutexLock lock(&mu_);
+    if (!failure_.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank_, ": communicator aborted by an earlier error: ", failure_.message()));
+    }
+    CollectiveArgs args;
+    args.kind = kind;
+    // Point to point is not collective: the other ranks do not count it.
+    args.seq = kind == CollectiveKind::kSendRecv ? 0 : next_seq_++;
+    args.dtype = dtype;
+    args.op = op;
+    args.root = root;
+    args.count = count;
+    args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
+    args.segment_bytes = options_.segment_bytes;
+    task = Task{WorkHandle(new Work(args.seq)), args, std::move(run)};
+    if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
+      queue_.push_back(task);
+      return task.work;
+    }
+    busy_ = true;
   }
-  CollectiveArgs args;
-  args.kind = kind;
-  // Point to point is not collective: the other ranks do not count it.
-  args.seq = kind == CollectiveKind::kSendRecv ? 0 : next_seq_++;
-  args.dtype = dtype;
-  args.op = op;
-  args.root = root;
-  args.count = count;
-  args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
-  args.segment_bytes = options_.segment_bytes;
-  WorkHandle work(new Work(args.seq));
-  queue_.push_back(Task{work, args, std::move(run)});
-  return work;
+  RunTask(task);
+  MutexLock lock(&mu_);
+  busy_ = false;
+  return task.work;
+}
+
+void Communicator::RunTask(Task& task) {
+  absl::Status status = task.run(task.args);
+  if (!status.ok()) {
+    status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
+    BRAID_LOG(ERROR) << status;
+    transport_->Abort(status);
+    Abort(status);
+  }
+  task.work->Finish(status);
 }
 
 void Communicator::ProgressLoop() {
@@ -141,7 +173,7 @@ void Communicator::ProgressLoop() {
     Task task;
     {
       MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return (!queue_.empty() || stopping_) && !busy_; };
       Await(&mu_, absl::Condition(&ready));
       if (queue_.empty()) break;  // stopping, and nothing left
       task = std::move(queue_.front());
@@ -150,15 +182,11 @@ void Communicator::ProgressLoop() {
         task.work->Finish(failure_);
         continue;
       }
+      busy_ = true;
     }
-    absl::Status status = task.run(task.args);
-    if (!status.ok()) {
-      status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
-      BRAID_LOG(ERROR) << status;
-      transport_->Abort(status);
-      Abort(status);
-    }
-    task.work->Finish(status);
+    RunTask(task);
+    MutexLock lock(&mu_);
+    busy_ = false;
   }
 }
 
@@ -175,7 +203,8 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
     return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": all-reduce algorithm ", AlgorithmName(algorithm),
                                                  " is not available on the ", transport_name_, " transport"));
   }
-  return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()), call,
+  return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
+                 input.nbytes(), call,
                  [this, input, output, algorithm](const CollectiveArgs& args) {
                    switch (algorithm) {
                      case Algorithm::kTree:
@@ -196,7 +225,8 @@ absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, cons
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": reducescatter input ", input.DebugString(),
                                                    " must have ", size_, " x the output's ", output.DebugString()));
   }
-  return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()), call,
+  return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()),
+                 input.nbytes(), call,
                  [this, input, output](const CollectiveArgs& args) {
                    return RingReduceScatter(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
                  });
@@ -210,7 +240,7 @@ absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Te
                                                    " must have ", size_, " x the input's ", input.DebugString()));
   }
   return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
-                 call, [this, input, output](const CollectiveArgs& args) {
+                 output.nbytes(), call, [this, input, output](const CollectiveArgs& args) {
                    return RingAllGather(*transport_, args, ConstBytes(input), Bytes(output));
                  });
 }
@@ -221,7 +251,7 @@ absl::StatusOr<WorkHandle> Communicator::Broadcast(const Tensor& tensor, int roo
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": broadcast root ", root, " not in [0, ", size_, ")"));
   }
   return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), ReduceOp::kSum, root, static_cast<size_t>(tensor.numel()),
-                 call, [this, tensor](const CollectiveArgs& args) {
+                 tensor.nbytes(), call, [this, tensor](const CollectiveArgs& args) {
                    return ChainBroadcast(*transport_, args, Bytes(tensor));
                  });
 }
@@ -239,7 +269,8 @@ absl::StatusOr<WorkHandle> Communicator::Reduce(const Tensor& input, const Tenso
                                                      " and output ", output.DebugString(), " differ"));
     }
   }
-  return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()), call,
+  return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()),
+                 input.nbytes(), call,
                  [this, input, output, root](const CollectiveArgs& args) {
                    return ChainReduce(*transport_, args, ConstBytes(input),
                                       rank_ == root ? Bytes(output) : absl::Span<std::byte>(), scratch_);
@@ -255,13 +286,14 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
                                                    " must match and split into ", size_, " blocks"));
   }
   return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
-                 static_cast<size_t>(input.numel() / size_), call, [this, input, output](const CollectiveArgs& args) {
+                 static_cast<size_t>(input.numel() / size_), input.nbytes(), call,
+                 [this, input, output](const CollectiveArgs& args) {
                    return PairwiseAllToAll(*transport_, args, ConstBytes(input), Bytes(output));
                  });
 }
 
 absl::StatusOr<WorkHandle> Communicator::Barrier(CallOptions call) {
-  return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, call,
+  return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, 0, call,
                  [this](const CollectiveArgs& args) { return DisseminationBarrier(*transport_, args); });
 }
 
@@ -271,7 +303,7 @@ absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": send to peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 call, [this, tensor, peer](const CollectiveArgs& args) {
+                 kNeverInline, call, [this, tensor, peer](const CollectiveArgs& args) {
                    return SendTo(*transport_, args, peer, ConstBytes(tensor));
                  });
 }
@@ -282,7 +314,7 @@ absl::StatusOr<WorkHandle> Communicator::Recv(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": receive from peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 call, [this, tensor, peer](const CollectiveArgs& args) {
+                 kNeverInline, call, [this, tensor, peer](const CollectiveArgs& args) {
                    return RecvFrom(*transport_, args, peer, Bytes(tensor));
                  });
 }

@@ -69,6 +69,9 @@ struct CommunicatorOptions {
   // kAuto: chosen per call (BRAID_ALGO overrides when set).
   Algorithm algorithm = Algorithm::kAuto;
   size_t segment_bytes = size_t{256} << 10;
+  // Collectives of at most this many bytes run on the caller's thread when
+  // the communicator is idle (BRAID_INLINE_BYTES overrides).
+  size_t inline_bytes = size_t{64} << 10;
 };
 
 // Per-call overrides.
@@ -130,9 +133,15 @@ class Communicator {
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
                Algorithm env_algorithm);
+  // Queues a collective of `bytes` bytes (per rank), or runs it at once on the
+  // calling thread when it is small and nothing else is queued or running:
+  // a hand-off to the progress thread costs more than a small collective.
   absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
-                                     const CallOptions& call, std::function<absl::Status(const CollectiveArgs&)> run);
+                                     size_t bytes, const CallOptions& call,
+                                     std::function<absl::Status(const CollectiveArgs&)> run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
+  // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
+  void RunTask(Task& task);
   void ProgressLoop();
 
   std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
@@ -149,6 +158,9 @@ class Communicator {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);  // first error: the communicator is aborted
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // A thread (the progress thread, or a caller running a small collective
+  // inline) is using the transport.
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
   std::thread progress_;
 };
 

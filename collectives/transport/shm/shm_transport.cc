@@ -203,6 +203,14 @@ void ShmTransport::Ring(int r) {
 }
 
 absl::Status ShmTransport::PeerState(int peer) const {
+  // An abort notice outlives its writer: report it before the death it may be followed by.
+  const Segment* segment = SegmentOf(peer);
+  const bool closed = segment->closed.load(std::memory_order_acquire) != 0;
+  if (closed && segment->abort_text[0] != '\0') {
+    return absl::AbortedError(absl::StrCat(
+        PeerName(peer), " aborted the communicator: ",
+        std::string(segment->abort_text, strnlen(segment->abort_text, sizeof(segment->abort_text)))));
+  }
   const UniqueFd& pidfd = pidfds_[static_cast<size_t>(peer)];
   bool dead = false;
   if (pidfd.valid()) {
@@ -212,15 +220,7 @@ absl::Status ShmTransport::PeerState(int peer) const {
     dead = kill(pids_[static_cast<size_t>(peer)], 0) < 0 && errno == ESRCH;
   }
   if (dead) return absl::UnavailableError("the peer process died");
-  const Segment* segment = SegmentOf(peer);
-  if (segment->closed.load(std::memory_order_acquire) != 0) {
-    if (segment->abort_text[0] != '\0') {
-      return absl::AbortedError(absl::StrCat(PeerName(peer), " aborted the communicator: ",
-                                             std::string(segment->abort_text, strnlen(segment->abort_text,
-                                                                                     sizeof(segment->abort_text)))));
-    }
-    return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
-  }
+  if (closed) return absl::UnavailableError("the peer closed its shared-memory streams (process exited?)");
   return absl::OkStatus();
 }
 

@@ -1,0 +1,124 @@
+#include "runtime/process_group.h"
+
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "base/env.h"
+#include "base/fd.h"
+#include "base/logging.h"
+#include "base/status.h"
+#include "collectives/transport/shm/shm_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
+#include "runtime/store_bootstrap.h"
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
+               "Transport: auto (shm when every rank shares this host, else tcp), shm or tcp.");
+BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
+               "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
+
+constexpr char kDoneKey[] = "bootstrap/done";
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerEnv& env, ProcessGroupOptions options) {
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  group->env_ = env;
+  SetLogRank(env.rank);
+  BRAID_RETURN_IF_ERROR(Annotate(group->SetUp(std::move(options)), absl::StrCat("rank ", env.rank, ": process group")));
+  return group;
+}
+
+absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
+  if (options.timeout.has_value()) {
+    timeout_ = *options.timeout;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(timeout_, DefaultTimeout());
+  }
+  const Deadline deadline = DeadlineIn(timeout_);
+
+  // The store: the launcher's, or one rank 0 hosts.
+  HostPort store_address;
+  if (!env_.store_addr.empty()) {
+    BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
+  } else {
+    store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
+    if (env_.rank == 0) {
+      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port);
+      if (!server.ok()) {
+        return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port,
+                                                      " (MASTER_PORT; is another job or a PyTorch store using it?)"));
+      }
+      server_ = std::move(*server);
+      store_address.port = server_->port();
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(store_address, deadline);
+  if (!client.ok()) {
+    return Annotate(client.status(), absl::StrCat("connecting to the store at ", ToString(store_address)));
+  }
+  std::shared_ptr<Store> base = std::move(*client);
+  store_ = env_.store_prefix.empty() ? base : std::make_shared<PrefixStore>(env_.store_prefix, base);
+  StoreBootstrap bootstrap(*store_, env_.rank, env_.world_size);
+
+  std::string transport = options.transport.empty() ? kTransportKnob.String() : options.transport;
+  transport = absl::AsciiStrToLower(transport);
+  if (transport == "auto") {
+    BRAID_ASSIGN_OR_RETURN(std::vector<std::string> hosts, bootstrap.AllGather(HostName(), deadline));
+    transport = "shm";
+    for (const std::string& host : hosts) {
+      if (host != hosts[0]) transport = "tcp";
+    }
+  }
+  std::unique_ptr<Transport> link;
+  if (transport == "shm") {
+    BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline));
+  } else if (transport == "tcp") {
+    TcpTransportOptions tcp;
+    if (kTcpAddrKnob.IsSet()) {
+      tcp.advertise_host = kTcpAddrKnob.String();
+    } else {
+      BRAID_ASSIGN_OR_RETURN(tcp.advertise_host, LocalAddressToward(store_address));
+    }
+    BRAID_ASSIGN_OR_RETURN(link, TcpTransport::Create(bootstrap, deadline, tcp));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("BRAID_TRANSPORT=\"", transport,
+                                                   "\" is not one of auto, shm, tcp (mpi and nccl are not built yet)"));
+  }
+  options.communicator.timeout = timeout_;
+  BRAID_ASSIGN_OR_RETURN(comm_, Communicator::Create(std::move(link), options.communicator));
+  // Everyone has read every bootstrap key: rank 0 may take the store down.
+  BRAID_RETURN_IF_ERROR(store_->Add(kDoneKey, 1).status());
+  BRAID_LOG(INFO) << "process group up: " << env_.world_size << " ranks over " << comm_->transport_name();
+  return absl::OkStatus();
+}
+
+ProcessGroup::~ProcessGroup() {
+  comm_.reset();
+  if (server_ && store_) {
+    const Deadline deadline = DeadlineIn(absl::Seconds(10));
+    while (!Expired(deadline)) {
+      absl::StatusOr<std::string> done = store_->Get(kDoneKey, deadline);
+      if (!done.ok() || *done == std::to_string(env_.world_size)) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  store_.reset();
+  server_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> InitFromEnv(ProcessGroupOptions options) {
+  BRAID_ASSIGN_OR_RETURN(WorkerEnv env, ReadWorkerEnv());
+  return ProcessGroup::Create(env, std::move(options));
+}
+
+}  // namespace braid
