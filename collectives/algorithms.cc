@@ -46,6 +46,20 @@ void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from) 
   if (to.data() != from.data() && !to.empty()) std::memmove(to.data(), from.data(), to.size());
 }
 
+// The checks every all-reduce starts with; true when nothing is left to do
+// (no elements, or a group of one after copying input to output).
+absl::StatusOr<bool> AllReduceTrivially(const Transport& transport, const CollectiveArgs& args,
+                                        absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count, "input"));
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count, "output"));
+  if (args.count == 0) return true;
+  if (transport.size() == 1) {
+    CopyIfDistinct(output, input);
+    return true;
+  }
+  return false;
+}
+
 // The receives of one stream of segments, `kSlots` in flight, each into its
 // own slot of scratch memory; Next() waits for the next one in order.
 class SlottedReceiver {
@@ -138,15 +152,10 @@ absl::StatusOr<absl::Span<std::byte>> Scratch::Get(size_t bytes) {
 // reduce-scatter combines the input with what arrives straight into output.
 absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                            absl::Span<std::byte> output, Scratch& scratch) {
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count, "input"));
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count, "output"));
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
   const int n = transport.size();
   const int me = transport.rank();
-  if (args.count == 0) return absl::OkStatus();
-  if (n == 1) {
-    CopyIfDistinct(output, input);
-    return absl::OkStatus();
-  }
   const size_t es = DTypeSize(args.dtype);
   const RingNeighbors ring = Ring(me, n);
   const size_t seg = SegmentElements(args.count, n, es, args.segment_bytes);
@@ -228,15 +237,10 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, abs
 // log2(size) rather than size.
 absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                            absl::Span<std::byte> output, Scratch& scratch) {
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count, "input"));
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count, "output"));
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
   const int n = transport.size();
   const int me = transport.rank();
-  if (args.count == 0) return absl::OkStatus();
-  if (n == 1) {
-    CopyIfDistinct(output, input);
-    return absl::OkStatus();
-  }
   const size_t es = DTypeSize(args.dtype);
   const TreeLinks links = BinaryTree(me, n);
   const Range all{0, args.count};
@@ -304,13 +308,11 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
 // medium messages.
 absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                           absl::Span<std::byte> output, Scratch& scratch) {
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count, "input"));
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count, "output"));
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
   const int n = transport.size();
   const int me = transport.rank();
-  if (args.count == 0) return absl::OkStatus();
-  CopyIfDistinct(output, input);
-  if (n == 1) return absl::OkStatus();
+  CopyIfDistinct(output, input);  // the steps below work in place
   const size_t es = DTypeSize(args.dtype);
   const RhdRole role = RhdPlan(me, n);
   const int p = role.power_of_two;

@@ -40,31 +40,26 @@ absl::Status StreamTransport::CheckPeer(int peer) const {
 }
 
 absl::StatusOr<OpId> StreamTransport::PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) {
-  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
-  header.magic = FrameHeader::kMagic;
-  header.bytes = payload.size();
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.is_send = true;
-  op.peer = peer;
-  op.header = header;
-  op.send_data = payload.data();
-  op.bytes = payload.size();
-  peers_[static_cast<size_t>(peer)].sends.push_back(id);
-  return id;
+  return Post(/*is_send=*/true, peer, header, const_cast<std::byte*>(payload.data()), payload.size());
 }
 
 absl::StatusOr<OpId> StreamTransport::PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) {
+  return Post(/*is_send=*/false, peer, expected, payload.data(), payload.size());
+}
+
+absl::StatusOr<OpId> StreamTransport::Post(bool is_send, int peer, FrameHeader header, std::byte* data, size_t bytes) {
   BRAID_RETURN_IF_ERROR(CheckPeer(peer));
-  expected.magic = FrameHeader::kMagic;
-  expected.bytes = payload.size();
+  header.magic = FrameHeader::kMagic;
+  header.bytes = bytes;
   const OpId id = next_id_++;
   Op& op = ops_[id];
+  op.is_send = is_send;
   op.peer = peer;
-  op.header = expected;
-  op.recv_data = payload.data();
-  op.bytes = payload.size();
-  peers_[static_cast<size_t>(peer)].recvs.push_back(id);
+  op.header = header;
+  op.data = data;
+  op.bytes = bytes;
+  Peer& state = peers_[static_cast<size_t>(peer)];
+  (is_send ? state.sends : state.recvs).push_back(id);
   return id;
 }
 
@@ -95,7 +90,7 @@ bool StreamTransport::ProgressSends(int peer, Peer& state) {
     Op& op = ops_.at(state.sends.front());
     const size_t total = kFrameHeaderBytes + op.bytes;
     absl::Span<const std::byte> header = HeaderBytes(op.header);
-    absl::Span<const std::byte> payload(op.send_data, op.bytes);
+    absl::Span<const std::byte> payload(op.data, op.bytes);
     // Skip what is already on the wire.
     if (op.done < kFrameHeaderBytes) {
       header.remove_prefix(op.done);
@@ -170,7 +165,7 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
       state.header_checked = true;
     }
     if (op.done < op.bytes) {
-      absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(op.recv_data + op.done, op.bytes - op.done));
+      absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(op.data + op.done, op.bytes - op.done));
       if (!n.ok()) {
         FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": receive from ",
                                                          PeerName(peer), " of ", DescribeFrame(op.header))));

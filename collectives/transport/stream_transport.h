@@ -69,8 +69,7 @@ class StreamTransport : public Transport {
     bool is_send = false;
     int peer = 0;
     FrameHeader header;            // sent, or expected
-    const std::byte* send_data = nullptr;
-    std::byte* recv_data = nullptr;
+    std::byte* data = nullptr;     // payload (only read for a send)
     size_t bytes = 0;              // payload bytes
     size_t done = 0;               // bytes moved (a send counts its header too)
     bool complete = false;
@@ -86,6 +85,7 @@ class StreamTransport : public Transport {
   };
 
   absl::Status CheckPeer(int peer) const;
+  absl::StatusOr<OpId> Post(bool is_send, int peer, FrameHeader header, std::byte* data, size_t bytes);
   // Moves bytes for one peer until it would block; returns whether anything moved.
   bool Progress(int peer);
   bool ProgressSends(int peer, Peer& state);
