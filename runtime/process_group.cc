@@ -103,8 +103,10 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
 }
 
 ProcessGroup::~ProcessGroup() {
+  // Only a group that came up has ranks that may still read the store.
+  const bool came_up = comm_ != nullptr;
   comm_.reset();
-  if (server_ && store_) {
+  if (server_ && store_ && came_up) {
     const Deadline deadline = DeadlineIn(absl::Seconds(10));
     while (!Expired(deadline)) {
       absl::StatusOr<std::string> done = store_->Get(kDoneKey, deadline);

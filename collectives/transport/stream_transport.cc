@@ -1,5 +1,7 @@
 #include "collectives/transport/stream_transport.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -273,7 +275,12 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": ", name(),
                                                       ": deadline exceeded waiting for ", DescribePending(ops)));
     }
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      // Polling, but giving the core away: with more ranks than cores the
+      // peer we wait for may need it to make progress.
+      sched_yield();
+      continue;
+    }
     interests.clear();
     for (int peer = 0; peer < size(); ++peer) {
       if (peer == rank()) continue;

@@ -32,8 +32,8 @@ namespace braid {
 struct ShmTransportOptions {
   // Bytes in each inbound ring (a power of two).
   size_t ring_bytes = size_t{1} << 20;
-  // How long Wait polls before sleeping on the futex.
-  absl::Duration spin = absl::Microseconds(20);
+  // How long Wait polls (yielding the core between polls) before sleeping on the futex.
+  absl::Duration spin = absl::Microseconds(200);
 };
 
 namespace shm_internal {

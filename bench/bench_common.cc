@@ -1,0 +1,562 @@
+#include "bench/bench_common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <type_traits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace braid::bench {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Flags
+
+const Flag* FindShort(const std::vector<Flag>& flags, char c) {
+  for (const Flag& flag : flags) {
+    if (flag.short_name == c) return &flag;
+  }
+  return nullptr;
+}
+
+const Flag* FindLong(const std::vector<Flag>& flags, absl::string_view name) {
+  for (const Flag& flag : flags) {
+    if (flag.long_name == name) return &flag;
+  }
+  return nullptr;
+}
+
+std::string FlagName(const Flag& flag) {
+  if (flag.short_name == 0) return absl::StrCat("--", flag.long_name);
+  return absl::StrCat("-", std::string(1, flag.short_name), "/--", flag.long_name);
+}
+
+absl::Status Apply(const Flag& flag, absl::string_view value) {
+  absl::Status status = flag.set(value);
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(absl::StrCat(FlagName(flag), ": ", status.message()));
+}
+
+// ---------------------------------------------------------------------------
+// Check data
+
+// SplitMix64's finalizer: a cheap, well-mixed hash of (rank, element).
+uint64_t Mix(int rank, size_t i) {
+  uint64_t x = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) * 0xd1b54a32d192ed03ull +
+               0x632be59bd9b4e019ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int SmallValue(int rank, size_t i) {
+  return static_cast<int>((static_cast<uint64_t>(rank) * 7 + (i % 17) * 3) % 17) - 8;
+}
+
+double ProdValue(int rank, size_t i) {
+  static constexpr double kFactors[4] = {1, 2, 0.5, -1};
+  return kFactors[Mix(rank, i) & 3];
+}
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+T FromDouble(double value) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return FloatToHalf(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return FloatToBFloat16(static_cast<float>(value));
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+// The value rank `rank` contributes at element i.
+template <typename T>
+T InputValue(ReduceOp op, int rank, size_t i) {
+  if constexpr (kIsFloat<T>) {
+    return FromDouble<T>(op == ReduceOp::kProd ? ProdValue(rank, i) : SmallValue(rank, i));
+  } else {
+    return static_cast<T>(Mix(rank, i));  // full range; truncation keeps the low bits
+  }
+}
+
+template <typename T>
+T ExpectedValue(ReduceOp op, int world_size, size_t i) {
+  if constexpr (kIsFloat<T>) {
+    if (op == ReduceOp::kProd) {
+      double product = 1;
+      for (int r = 0; r < world_size; ++r) product *= ProdValue(r, i);
+      return FromDouble<T>(product);
+    }
+    int acc = SmallValue(0, i);
+    for (int r = 1; r < world_size; ++r) {
+      const int v = SmallValue(r, i);
+      switch (op) {
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
+        default: acc += v; break;
+      }
+    }
+    if (op != ReduceOp::kAvg) return FromDouble<T>(acc);
+    // One division of the exact sum, in the precision the kernels divide in.
+    if constexpr (std::is_same_v<T, double>) {
+      return static_cast<double>(acc) / static_cast<double>(world_size);
+    } else {
+      return FromDouble<T>(static_cast<float>(acc) / static_cast<float>(world_size));
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;
+    T acc = InputValue<T>(op, 0, i);
+    for (int r = 1; r < world_size; ++r) {
+      const T v = InputValue<T>(op, r, i);
+      switch (op) {
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
+        // Wrapping arithmetic, without signed-overflow undefined behaviour.
+        case ReduceOp::kProd: acc = static_cast<T>(static_cast<uint64_t>(static_cast<U>(acc)) * static_cast<U>(v)); break;
+        default: acc = static_cast<T>(static_cast<uint64_t>(static_cast<U>(acc)) + static_cast<U>(v)); break;
+      }
+    }
+    if (op == ReduceOp::kAvg) acc = static_cast<T>(static_cast<int64_t>(acc) / world_size);
+    return acc;
+  }
+}
+
+template <typename W>
+int64_t CountWordMismatches(absl::Span<const std::byte> expected, absl::Span<const std::byte> actual) {
+  const size_t n = std::min(expected.size(), actual.size()) / sizeof(W);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    W a;
+    W b;
+    std::memcpy(&a, expected.data() + i * sizeof(W), sizeof(W));
+    std::memcpy(&b, actual.data() + i * sizeof(W), sizeof(W));
+    wrong += a != b;
+  }
+  return wrong;
+}
+
+std::string TimeString(double time_us) {
+  if (time_us >= 10000.0) return absl::StrFormat("%7.0f", time_us);
+  if (time_us >= 100.0) return absl::StrFormat("%7.1f", time_us);
+  return absl::StrFormat("%7.2f", time_us);
+}
+
+std::string FormatColumn(const Row& row, const Measurement& m, double bus_factor) {
+  const double algbw = AlgBandwidth(row.bytes, m.time_us);
+  const std::string wrong = m.wrong < 0 ? std::string("N/A") : absl::StrCat(m.wrong);
+  return absl::StrFormat("  %7s  %6.2f  %6.2f  %5s", TimeString(m.time_us), algbw, algbw * bus_factor, wrong);
+}
+
+std::string JsonNumber(double value) {
+  if (!(value == value) || value == std::numeric_limits<double>::infinity()) return "null";
+  return absl::StrFormat("%.6g", value);
+}
+
+std::string JsonMeasurement(const Row& row, const Measurement& m, double bus_factor) {
+  const double algbw = AlgBandwidth(row.bytes, m.time_us);
+  return absl::StrCat("{\"time_us\": ", JsonNumber(m.time_us), ", \"algbw_gbps\": ", JsonNumber(algbw),
+                      ", \"busbw_gbps\": ", JsonNumber(algbw * bus_factor),
+                      ", \"wrong\": ", m.wrong < 0 ? std::string("null") : absl::StrCat(m.wrong), "}");
+}
+
+}  // namespace
+
+absl::Status ParseFlags(int argc, char** argv, const std::vector<Flag>& flags, bool* help) {
+  *help = false;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    const Flag* flag = nullptr;
+    absl::string_view value;
+    bool has_value = false;
+    if (arg == "-h" || arg == "--help") {
+      *help = true;
+      return absl::OkStatus();
+    }
+    if (absl::StartsWith(arg, "--") && arg.size() > 2) {
+      absl::string_view name = arg.substr(2);
+      const size_t eq = name.find('=');
+      if (eq != absl::string_view::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+      flag = FindLong(flags, name);
+      if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      flag = FindShort(flags, arg[1]);
+      if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg.substr(0, 2), " (see --help)"));
+      if (arg.size() > 2) {
+        value = arg.substr(2);
+        has_value = true;
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", arg, "\" (flags only; see --help)"));
+    }
+    if (flag->value_name.empty()) {
+      if (has_value) return absl::InvalidArgumentError(absl::StrCat(FlagName(*flag), " takes no value"));
+      absl::Status status = Apply(*flag, "");
+      if (!status.ok()) return status;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(FlagName(*flag), " needs a value"));
+      value = argv[++i];
+    }
+    absl::Status status = Apply(*flag, value);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+std::string Usage(absl::string_view program, absl::string_view summary, const std::vector<Flag>& flags) {
+  std::string out = absl::StrCat("usage: ", program, " [flags]\n", summary, "\n\nflags:\n");
+  for (const Flag& flag : flags) {
+    std::string name = flag.short_name != 0 ? absl::StrCat("-", std::string(1, flag.short_name), ", --", flag.long_name)
+                                            : absl::StrCat("    --", flag.long_name);
+    if (!flag.value_name.empty()) absl::StrAppend(&name, " ", flag.value_name);
+    absl::StrAppend(&out, absl::StrFormat("  %-30s %s\n", name, flag.help));
+  }
+  absl::StrAppend(&out, "  -h, --help                     this text\n");
+  return out;
+}
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  uint64_t scale = 1;
+  // Accept "b", "kb", "kib" and bare "k" spellings.
+  if (absl::EndsWith(s, "ib")) {
+    s.resize(s.size() - 2);
+    if (s.empty() || (s.back() != 'k' && s.back() != 'm' && s.back() != 'g')) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a byte count (e.g. 8, 64K, 1M, 2G)"));
+    }
+  } else if (absl::EndsWith(s, "b")) {
+    s.resize(s.size() - 1);
+  }
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k': scale = uint64_t{1} << 10; break;
+      case 'm': scale = uint64_t{1} << 20; break;
+      case 'g': scale = uint64_t{1} << 30; break;
+      default: break;
+    }
+    if (scale != 1) s.pop_back();
+  }
+  uint64_t value = 0;
+  if (s.empty() || !absl::SimpleAtoi(s, &value) || s[0] == '-' || s[0] == '+') {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a byte count (e.g. 8, 64K, 1M, 2G)"));
+  }
+  if (value > std::numeric_limits<uint64_t>::max() / scale) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+  }
+  return value * scale;
+}
+
+absl::StatusOr<int64_t> ParseInt(absl::string_view text, int64_t lo, int64_t hi) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return value;
+}
+
+std::vector<Flag> CommonFlags(CommonOptions* o) {
+  std::vector<Flag> flags;
+  flags.push_back({'b', "minbytes", "BYTES", "smallest size (default 8; K/M/G suffixes)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<uint64_t> bytes = ParseBytes(v);
+                     if (!bytes.ok()) return bytes.status();
+                     o->min_bytes = *bytes;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'e', "maxbytes", "BYTES", "largest size (default 64M)", [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<uint64_t> bytes = ParseBytes(v);
+                     if (!bytes.ok()) return bytes.status();
+                     o->max_bytes = *bytes;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'f', "stepfactor", "N", "multiply the size by N each step (default 2)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<int64_t> n = ParseInt(v, 2, 1 << 20);
+                     if (!n.ok()) return n.status();
+                     o->step_factor = *n;
+                     o->step_factor_given = true;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'i', "stepbytes", "BYTES", "add BYTES each step instead of multiplying (alternative to -f)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<uint64_t> bytes = ParseBytes(v);
+                     if (!bytes.ok()) return bytes.status();
+                     if (*bytes == 0) return absl::InvalidArgumentError("must be positive");
+                     o->step_bytes = *bytes;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'n', "iters", "N", "timed iterations per size (default 20)", [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<int64_t> n = ParseInt(v, 1, 1 << 24);
+                     if (!n.ok()) return n.status();
+                     o->iters = static_cast<int>(*n);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'w', "warmup_iters", "N", "untimed iterations before each timing (default 5)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<int64_t> n = ParseInt(v, 0, 1 << 24);
+                     if (!n.ok()) return n.status();
+                     o->warmup_iters = static_cast<int>(*n);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'c', "check", "0|1", "1: verify every size once, exactly, before timing it (default 1)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<int64_t> n = ParseInt(v, 0, 1);
+                     if (!n.ok()) return n.status();
+                     o->check = static_cast<int>(*n);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'d', "datatype", "TYPE", "float (default), double, half, bfloat16, int8, uint8, int32, int64",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<DType> dtype = ParseDType(v);
+                     if (!dtype.ok()) {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "unknown datatype \"", v, "\" (float, double, half, bfloat16, int8, uint8, int32, int64)"));
+                     }
+                     o->dtype = *dtype;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'o', "op", "OP", "sum (default), prod, min, max, avg", [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<ReduceOp> op = ParseReduceOp(v);
+                     if (!op.ok()) {
+                       return absl::InvalidArgumentError(
+                           absl::StrCat("unknown op \"", v, "\" (sum, prod, min, max, avg)"));
+                     }
+                     o->op = *op;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "json", "FILE", "also write every row and a machine description to FILE (rank 0)",
+                   [o](absl::string_view v) -> absl::Status {
+                     if (v.empty()) return absl::InvalidArgumentError("needs a file name");
+                     o->json_path = std::string(v);
+                     return absl::OkStatus();
+                   }});
+  return flags;
+}
+
+absl::Status ValidateCommon(const CommonOptions& o) {
+  if (o.step_bytes > 0 && o.step_factor_given) {
+    return absl::InvalidArgumentError("-f/--stepfactor and -i/--stepbytes are alternatives: give one");
+  }
+  if (o.min_bytes > o.max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-b/--minbytes (", o.min_bytes, ") is larger than -e/--maxbytes (", o.max_bytes, ")"));
+  }
+  if (o.max_bytes > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("-e/--maxbytes ", o.max_bytes, " is beyond 1 TiB"));
+  }
+  if (o.max_bytes / DTypeSize(o.dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("-e/--maxbytes ", o.max_bytes, " holds no ", NcclTypeName(o.dtype),
+                                                   " element"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<size_t> SweepCounts(const CommonOptions& o) {
+  std::vector<size_t> counts;
+  const size_t element = DTypeSize(o.dtype);
+  uint64_t size = o.min_bytes;
+  while (size <= o.max_bytes) {
+    counts.push_back(static_cast<size_t>(size / element));
+    const uint64_t next = o.step_bytes > 0 ? size + o.step_bytes : size * static_cast<uint64_t>(o.step_factor);
+    if (next <= size) break;  // -b 0 with a factor: a single size
+    size = next;
+  }
+  return counts;
+}
+
+const char* NcclTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kF16: return "half";
+    case DType::kBF16: return "bfloat16";
+    case DType::kI8: return "int8";
+    case DType::kU8: return "uint8";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+  }
+  return "?";
+}
+
+void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data) {
+  DispatchDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const size_t n = data.size() / sizeof(T);
+    T* out = reinterpret_cast<T*>(data.data());
+    for (size_t i = 0; i < n; ++i) out[i] = InputValue<T>(op, rank, i);
+  });
+}
+
+void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data) {
+  DispatchDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const size_t n = data.size() / sizeof(T);
+    T* out = reinterpret_cast<T*>(data.data());
+    for (size_t i = 0; i < n; ++i) out[i] = ExpectedValue<T>(op, world_size, i);
+  });
+}
+
+void FillSentinel(absl::Span<std::byte> data) { std::memset(data.data(), 0xff, data.size()); }
+
+int64_t CountMismatches(DType dtype, absl::Span<const std::byte> expected, absl::Span<const std::byte> actual) {
+  switch (DTypeSize(dtype)) {
+    case 1: return CountWordMismatches<uint8_t>(expected, actual);
+    case 2: return CountWordMismatches<uint16_t>(expected, actual);
+    case 4: return CountWordMismatches<uint32_t>(expected, actual);
+    default: return CountWordMismatches<uint64_t>(expected, actual);
+  }
+}
+
+double AlgBandwidth(size_t bytes, double time_us) {
+  if (time_us <= 0) return 0;
+  return static_cast<double>(bytes) / (time_us * 1e3);  // bytes / (us * 1e-6) / 1e9
+}
+
+double AllReduceBusFactor(int world_size) {
+  return world_size > 0 ? 2.0 * (world_size - 1) / world_size : 0;
+}
+
+std::string FormatArgumentsLine(const CommonOptions& o) {
+  const std::string step = o.step_bytes > 0 ? absl::StrCat(o.step_bytes, "(bytes)") : absl::StrCat(o.step_factor, "(factor)");
+  return absl::StrFormat(
+      "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 validation: %d "
+      "graph: 0\n",
+      o.min_bytes, o.max_bytes, step, o.warmup_iters, o.iters, o.check);
+}
+
+std::string FormatRankLine(int rank, int group, int64_t pid, absl::string_view host, absl::string_view details) {
+  return absl::StrFormat("#  Rank %2d Group %2d Pid %6d on %10s device cpu %s\n", rank, group, pid, host, details);
+}
+
+std::string FormatColumnHeader() {
+  std::string out = absl::StrFormat("#%74s%31s%10s\n", "out-of-place", "in-place", "");
+  absl::StrAppend(&out, absl::StrFormat("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+                                        "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                                        "algbw", "busbw", "#wrong"));
+  absl::StrAppend(&out, absl::StrFormat("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "(B)",
+                                        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                                        "(GB/s)", ""));
+  return out;
+}
+
+std::string FormatRow(const Row& row, DType dtype, ReduceOp op, int root, double bus_factor) {
+  return absl::StrCat(absl::StrFormat("%12d  %12d  %8s  %6s  %6d", row.bytes, row.count, NcclTypeName(dtype),
+                                      ReduceOpName(op), root),
+                      FormatColumn(row, row.out_of_place, bus_factor), FormatColumn(row, row.in_place, bus_factor),
+                      "\n");
+}
+
+void AccumulateBusBandwidth(const Row& row, double bus_factor, double* sum, int* n) {
+  *sum += AlgBandwidth(row.bytes, row.out_of_place.time_us) * bus_factor;
+  *sum += AlgBandwidth(row.bytes, row.in_place.time_us) * bus_factor;
+  *n += 2;
+}
+
+std::string FormatFooter(int64_t wrong_total, double avg_bus_bandwidth) {
+  return absl::StrFormat("# Out of bounds values : %d %s\n# Avg bus bandwidth    : %g \n#\n", wrong_total,
+                         wrong_total == 0 ? "OK" : "FAILED", avg_bus_bandwidth);
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+MachineInfo DescribeMachine() {
+  MachineInfo info;
+  info.hostname = HostName();
+  info.nproc = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (absl::StartsWith(line, "model name")) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) info.cpu_model = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+      break;
+    }
+  }
+  if (info.cpu_model.empty()) info.cpu_model = "unknown";
+  info.date = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  return info;
+}
+
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppend(&out, absl::StrFormat("\\u%04x", static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+absl::Status WriteJsonReport(const std::string& path, const JsonReport& r) {
+  std::string out = "{\n";
+  absl::StrAppend(&out, "  \"program\": ", JsonQuote(r.program), ",\n");
+  absl::StrAppend(&out, "  \"machine\": {\"hostname\": ", JsonQuote(r.machine.hostname), ", \"nproc\": ", r.machine.nproc,
+                  ", \"cpu_model\": ", JsonQuote(r.machine.cpu_model), ", \"date\": ", JsonQuote(r.machine.date),
+                  ", \"transport\": ", JsonQuote(r.transport), ", \"world_size\": ", r.world_size, "},\n");
+  std::vector<std::string> ranks;
+  for (const std::string& line : r.rank_lines) ranks.push_back(JsonQuote(line));
+  absl::StrAppend(&out, "  \"ranks\": [", absl::StrJoin(ranks, ", "), "],\n");
+  std::vector<std::string> args;
+  for (const auto& [key, value] : r.arguments) args.push_back(absl::StrCat(JsonQuote(key), ": ", value));
+  absl::StrAppend(&out, "  \"arguments\": {", absl::StrJoin(args, ", "), "},\n");
+  absl::StrAppend(&out, "  \"rows\": [\n");
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& row = r.rows[i];
+    absl::StrAppend(&out, "    {\"algorithm\": ", JsonQuote(row.algorithm), ", \"algorithm_used\": ",
+                    JsonQuote(row.algorithm_used), ", \"size\": ", row.bytes, ", \"count\": ", row.count,
+                    ", \"type\": ", JsonQuote(NcclTypeName(r.dtype)), ", \"redop\": ", JsonQuote(ReduceOpName(r.op)),
+                    ", \"root\": -1, \"out_of_place\": ", JsonMeasurement(row, row.out_of_place, r.bus_factor),
+                    ", \"in_place\": ", JsonMeasurement(row, row.in_place, r.bus_factor), "}",
+                    i + 1 < r.rows.size() ? ",\n" : "\n");
+  }
+  absl::StrAppend(&out, "  ],\n");
+  absl::StrAppend(&out, "  \"out_of_bounds_values\": ", r.wrong_total, ",\n");
+  absl::StrAppend(&out, "  \"avg_bus_bandwidth_gbps\": ", JsonNumber(r.avg_bus_bandwidth), "\n}\n");
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--json: cannot open ", path, ": ", std::strerror(errno)));
+  }
+  const bool written = std::fwrite(out.data(), 1, out.size(), file) == out.size();
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed) return absl::UnavailableError(absl::StrCat("--json: writing ", path, " failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace braid::bench

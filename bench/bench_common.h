@@ -1,0 +1,177 @@
+// What braid_bench and mpi_allreduce_bench share, so that their output lines
+// up row for row with each other and with nccl-tests: the nccl-tests flags
+// (-b -e -f -i -n -w -c -d -o, short and long forms), the size sweep, the
+// exact-check data and its reference, the table layout (header block, the
+// two-level column header, rows, the "Out of bounds values" / "Avg bus
+// bandwidth" footer) and the --json report with a machine description.
+//
+// Everything here is single-threaded plain code; nothing blocks except the
+// file writes in WriteJsonReport.
+#ifndef BRAID_BENCH_BENCH_COMMON_H_
+#define BRAID_BENCH_BENCH_COMMON_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
+
+namespace braid::bench {
+
+// ---------------------------------------------------------------------------
+// Flags, getopt_long style: "-b 8", "-b8", "--minbytes 8", "--minbytes=8".
+
+struct Flag {
+  char short_name = 0;     // 0: long form only
+  std::string long_name;   // without the dashes
+  std::string value_name;  // empty: a switch that takes no value
+  std::string help;
+  // Parses and stores the value; kInvalidArgument with a message that does
+  // not repeat the flag's name (ParseFlags adds it).
+  std::function<absl::Status(absl::string_view)> set;
+};
+
+// Applies argv[1..] to `flags`. -h / --help sets *help and stops. Errors are
+// kInvalidArgument with one line naming the flag ("-e/--maxbytes: ...").
+absl::Status ParseFlags(int argc, char** argv, const std::vector<Flag>& flags, bool* help);
+// "usage: <program> [flags]" and one line per flag.
+std::string Usage(absl::string_view program, absl::string_view summary, const std::vector<Flag>& flags);
+
+// "8", "64K", "64M", "1G", "4KiB", "512kb": K/M/G are powers of 1024 (as
+// nccl-tests reads them).
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
+// A non-negative integer in [lo, hi].
+absl::StatusOr<int64_t> ParseInt(absl::string_view text, int64_t lo, int64_t hi);
+
+// The flags both benchmarks take, as nccl-tests spells them.
+struct CommonOptions {
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = uint64_t{64} << 20;
+  int64_t step_factor = 2;
+  uint64_t step_bytes = 0;  // > 0: add this instead of multiplying (-i)
+  bool step_factor_given = false;
+  int iters = 20;
+  int warmup_iters = 5;
+  int check = 1;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::string json_path;
+};
+
+// -b -e -f -i -n -w -c -d -o --json, writing into *options (which must
+// outlive the returned flags).
+std::vector<Flag> CommonFlags(CommonOptions* options);
+// Cross-flag checks after parsing (-b <= -e, -f and -i not both, ...).
+absl::Status ValidateCommon(const CommonOptions& options);
+
+// Element counts of the sweep, smallest first: size = min_bytes, then
+// size * step_factor (or + step_bytes) while size <= max_bytes; each size is
+// rounded down to whole elements (count = size / element size).
+std::vector<size_t> SweepCounts(const CommonOptions& options);
+
+// nccl-tests' names: float, double, half, bfloat16, int8, uint8, int32, int64.
+const char* NcclTypeName(DType dtype);
+
+// ---------------------------------------------------------------------------
+// Exact-check data. Every rank fills its input with values distinct per rank
+// and element, chosen so that the reduced result is exact in every dtype
+// whatever the order of combination:
+//   floating types, sum/avg/min/max: ((rank*7 + i*3) % 17) - 8, small
+//     integers whose partial sums stay exact (up to 32 ranks in bfloat16);
+//   floating types, prod: one of {1, 2, 0.5, -1}, so products are powers of
+//     two (exact up to 14 ranks in float16);
+//   integer types: full-range pseudo-random values; sum and prod wrap (two's
+//     complement arithmetic is associative and commutative mod 2^k).
+// avg is the sum divided once by the number of ranks, as the collectives do
+// it (in float for float16/bfloat16; truncation toward zero for integers).
+
+// Fills `data` (count elements of `dtype`) with rank `rank`'s input.
+void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data);
+// Fills `data` with the expected all-reduce result over `world_size` ranks.
+void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data);
+// A pattern no correct result has in the floating types (all bits set: NaN),
+// written over an output before the collective so a no-op cannot pass.
+void FillSentinel(absl::Span<std::byte> data);
+// How many elements of `actual` differ (bitwise) from `expected`.
+int64_t CountMismatches(DType dtype, absl::Span<const std::byte> expected, absl::Span<const std::byte> actual);
+
+// ---------------------------------------------------------------------------
+// The table.
+
+// One timed column: the average time of one iteration (max over ranks).
+struct Measurement {
+  double time_us = 0;
+  int64_t wrong = -1;  // mismatching elements summed over ranks; < 0: not checked (N/A)
+};
+
+struct Row {
+  size_t bytes = 0;
+  size_t count = 0;
+  Measurement out_of_place;
+  Measurement in_place;
+  std::string algorithm;       // the section's algorithm ("" for the MPI baseline)
+  std::string algorithm_used;  // what auto resolved to at this size
+};
+
+// algbw in GB/s (1e9 bytes/s); 0 for a zero time.
+double AlgBandwidth(size_t bytes, double time_us);
+// nccl-tests' bus-bandwidth factor for all-reduce: 2(n-1)/n.
+double AllReduceBusFactor(int world_size);
+
+// "# nThread 1 nGpus 1 minBytes ... validation: 1 graph: 0\n".
+std::string FormatArgumentsLine(const CommonOptions& options);
+// "#  Rank  0 Group  0 Pid  12345 on   hostname device cpu <details>\n"; details
+// are what nccl-tests puts after the device number ("[local 0] <cpu model>").
+std::string FormatRankLine(int rank, int group, int64_t pid, absl::string_view host,
+                           absl::string_view details);
+// The three header lines: out-of-place / in-place, names, units.
+std::string FormatColumnHeader();
+std::string FormatRow(const Row& row, DType dtype, ReduceOp op, int root, double bus_factor);
+// The busbw of both columns, as nccl-tests averages them in its footer.
+void AccumulateBusBandwidth(const Row& row, double bus_factor, double* sum, int* n);
+// "# Out of bounds values : N OK|FAILED\n# Avg bus bandwidth    : X \n#\n".
+std::string FormatFooter(int64_t wrong_total, double avg_bus_bandwidth);
+
+// ---------------------------------------------------------------------------
+// The machine and the --json report.
+
+struct MachineInfo {
+  std::string hostname;
+  int nproc = 0;
+  std::string cpu_model;
+  std::string date;  // RFC 3339, UTC
+};
+MachineInfo DescribeMachine();
+std::string HostName();
+
+// A JSON string literal for `text`, quoted and escaped.
+std::string JsonQuote(absl::string_view text);
+
+struct JsonReport {
+  std::string program;
+  MachineInfo machine;
+  std::string transport;
+  int world_size = 0;
+  std::vector<std::string> rank_lines;  // the "#  Rank" lines, without the '#'
+  // Raw JSON values by key ("\"float\"", "20", ...), in order.
+  std::vector<std::pair<std::string, std::string>> arguments;
+  std::vector<Row> rows;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  double bus_factor = 1;
+  int64_t wrong_total = 0;
+  double avg_bus_bandwidth = 0;
+};
+// Writes `report` to `path` (replacing it). Blocks on the file system.
+absl::Status WriteJsonReport(const std::string& path, const JsonReport& report);
+
+}  // namespace braid::bench
+
+#endif  // BRAID_BENCH_BENCH_COMMON_H_
