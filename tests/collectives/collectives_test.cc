@@ -294,7 +294,12 @@ absl::Status Conformance(RankContext& context, const NamedTransport& transport_k
       BRAID_RETURN_IF_ERROR(ExpectEqual(in.data<int64_t>() + i, Value<int64_t>(from, i, ReduceOp::kSum), i, "recv"));
     }
   }
-  // One large all-reduce at the default segment size.
+  if (full) {
+    // 64 MiB a rank, every algorithm (pipelining and scratch reuse at scale).
+    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd}) {
+      BRAID_RETURN_IF_ERROR(suite.AllReduce<float>(size_t{16} << 20, ReduceOp::kSum, algorithm, false));
+    }
+  }
   return absl::OkStatus();
 }
 
