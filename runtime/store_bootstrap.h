@@ -22,6 +22,9 @@ class StoreBootstrap final : public Bootstrap {
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine, Deadline deadline) override;
 
  private:
+  // "rank 3" / "ranks 2, 5": who has not set its key of `round` (never blocks long).
+  std::string MissingRanks(const std::string& round);
+
   Store& store_;
   int rank_;
   int size_;
