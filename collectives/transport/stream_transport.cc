@@ -136,6 +136,11 @@ void StreamTransport::HandleAbortFrame(int peer, Peer& state) {
                                                  " aborted the communicator: ", text)));
 }
 
+void StreamTransport::FailReceive(int peer, const Op& op, const absl::Status& status) {
+  FailPeer(peer, Annotate(status, absl::StrCat("rank ", rank(), ": ", name(), ": receive from ", PeerName(peer),
+                                               " of ", DescribeFrame(op.header))));
+}
+
 bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
   bool moved = false;
   while (!state.recvs.empty()) {
@@ -144,8 +149,7 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
       auto* into = reinterpret_cast<std::byte*>(&state.incoming) + state.incoming_header_bytes;
       absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(into, kFrameHeaderBytes - state.incoming_header_bytes));
       if (!n.ok()) {
-        FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": receive from ",
-                                                         PeerName(peer), " of ", DescribeFrame(op.header))));
+        FailReceive(peer, op, n.status());
         return true;
       }
       if (*n == 0) break;
@@ -169,8 +173,7 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
     if (op.done < op.bytes) {
       absl::StatusOr<size_t> n = ReadSome(peer, absl::MakeSpan(op.data + op.done, op.bytes - op.done));
       if (!n.ok()) {
-        FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": receive from ",
-                                                         PeerName(peer), " of ", DescribeFrame(op.header))));
+        FailReceive(peer, op, n.status());
         return true;
       }
       if (*n == 0) break;

@@ -96,6 +96,8 @@ class StreamTransport : public Transport {
   // look there for an abort notice (or its end). Returns whether it failed the peer.
   bool CheckForAbortNotice(int peer, Peer& state);
   void FailPeer(int peer, const absl::Status& status);
+  // A receive from `peer` hit a broken stream: fail the peer, naming the frame.
+  void FailReceive(int peer, const Op& op, const absl::Status& status);
   void Complete(OpId id, absl::Status status);
   std::string DescribePending(absl::Span<const OpId> ops) const;
 
