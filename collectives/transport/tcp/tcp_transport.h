@@ -25,8 +25,8 @@ struct TcpTransportOptions {
   // The address other ranks use to reach this one (this host's address on
   // the network the job uses). Listening is on every interface.
   std::string advertise_host = "127.0.0.1";
-  // How long Wait polls before blocking in epoll (small-message latency).
-  absl::Duration spin = absl::Microseconds(20);
+  // How long Wait polls (yielding the core between polls) before blocking in epoll.
+  absl::Duration spin = absl::Microseconds(100);
 };
 
 class TcpTransport final : public StreamTransport {
