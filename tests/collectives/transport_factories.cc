@@ -4,22 +4,22 @@
 #include "collectives/transport/tcp/tcp_transport.h"
 
 namespace braid::testing {
+namespace {
+
+// T::Create(bootstrap, deadline) with default options, as a Transport.
+template <typename T>
+TransportFactory FactoryOf() {
+  return [](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
+    auto transport = T::Create(bootstrap, deadline);
+    if (!transport.ok()) return transport.status();
+    return std::unique_ptr<Transport>(std::move(*transport));
+  };
+}
+
+}  // namespace
 
 std::vector<NamedTransport> AllTransports() {
-  return {
-      {"tcp",
-       [](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
-         auto transport = TcpTransport::Create(bootstrap, deadline);
-         if (!transport.ok()) return transport.status();
-         return std::unique_ptr<Transport>(std::move(*transport));
-       }},
-      {"shm",
-       [](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
-         auto transport = ShmTransport::Create(bootstrap, deadline);
-         if (!transport.ok()) return transport.status();
-         return std::unique_ptr<Transport>(std::move(*transport));
-       }},
-  };
+  return {{"tcp", FactoryOf<TcpTransport>()}, {"shm", FactoryOf<ShmTransport>()}};
 }
 
 }  // namespace braid::testing
