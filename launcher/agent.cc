@@ -1,0 +1,430 @@
+#include "launcher/agent.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "base/env.h"
+#include "base/fd.h"
+#include "base/logging.h"
+#include "base/status.h"
+#include "launcher/rendezvous.h"
+#include "launcher/worker_group.h"
+#include "runtime/store/tcp_store.h"
+
+extern char** environ;
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kStopGraceKnob, "BRAID_STOP_GRACE_SEC", "5",
+               "braidrun: seconds between SIGTERM and SIGKILL when it stops a worker group.");
+
+constexpr uint16_t kDefaultRdzvPort = 29400;
+constexpr int kDefaultMasterPort = 29500;
+constexpr char kShutdownPrefix[] = "shutdown: ";
+
+void Say(const std::string& line) {
+  const std::string text = absl::StrCat("braidrun: ", line, "\n");
+  (void)!write(STDERR_FILENO, text.data(), text.size());
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string RandomId() {
+  unsigned char bytes[6] = {};
+  UniqueFd fd(open("/dev/urandom", O_RDONLY | O_CLOEXEC));
+  if (fd.valid()) (void)!read(fd.get(), bytes, sizeof(bytes));
+  std::string id;
+  for (unsigned char b : bytes) absl::StrAppend(&id, absl::Hex(b, absl::kZeroPad2));
+  return id;
+}
+
+absl::StatusOr<uint16_t> FreePort(const std::string& host) {
+  BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen(host, 0));
+  return listener.port();
+}
+
+// The job's store: hosted here, or reached at the endpoint.
+struct JobStore {
+  std::unique_ptr<StoreServer> server;
+  std::shared_ptr<Store> client;
+  HostPort address;  // what workers and other agents connect to
+};
+
+absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, Deadline deadline) {
+  JobStore job;
+  std::string endpoint = o.rdzv_endpoint;
+  bool may_host = true;
+  if (o.standalone || (o.max_nodes == 1 && endpoint.empty())) {
+    endpoint = "127.0.0.1:0";  // one node: a private store on a free port
+  } else if (o.rdzv_backend == "static") {
+    if (endpoint.empty()) {
+      // MASTER_PORT stays free for a PyTorch script's own store.
+      const int master_port = o.master_port > 0 ? o.master_port : kDefaultMasterPort;
+      endpoint = absl::StrCat(o.master_addr.empty() ? "127.0.0.1" : o.master_addr, ":", master_port + 1);
+    }
+    may_host = o.node_rank == 0;
+  }
+  BRAID_ASSIGN_OR_RETURN(job.address, ParseHostPort(endpoint, kDefaultRdzvPort));
+  if (o.is_host >= 0) may_host = o.is_host == 1;
+  if (o.is_host < 0 && !o.local_addr.empty() && o.rdzv_backend == "c10d") may_host = o.local_addr == job.address.host;
+
+  absl::Status host_error = absl::OkStatus();
+  if (may_host) {
+    absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(job.address.host, job.address.port);
+    if (server.ok()) {
+      job.server = std::move(*server);
+      job.address.port = job.server->port();
+    } else {
+      host_error = server.status();  // another agent on this host may have it
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline);
+  if (!client.ok()) {
+    std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
+                                   client.status().message());
+    if (!host_error.ok()) absl::StrAppend(&why, " (hosting it here failed too: ", host_error.message(), ")");
+    return absl::UnavailableError(why);
+  }
+  job.client = std::move(*client);
+  return job;
+}
+
+void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(),
+      [](const char* file, const struct stat*, int, struct FTW*) { return remove(file); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
+enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kMembershipChange, kSignal, kStoreLost };
+
+class Agent {
+ public:
+  explicit Agent(const LaunchOptions& options) : o_(options) {}
+  int Run();
+
+ private:
+  absl::StatusOr<std::vector<WorkerSpec>> Specs(const RendezvousResult& members, const std::string& master);
+  absl::StatusOr<std::string> Master(const RendezvousResult& members);
+  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members);
+  void Report(const RendezvousResult& members);
+  std::string AttemptDir(int round, int global_rank) const;
+
+  const LaunchOptions& o_;
+  std::string run_id_;
+  std::string host_;
+  std::string files_dir_;    // log and error files
+  bool own_files_dir_ = false;
+  UniqueFd signal_fd_;
+  JobStore store_;
+  std::unique_ptr<Rendezvous> rdzv_;
+  int restarts_ = 0;
+  int signal_ = 0;
+  std::string stop_reason_;
+  std::vector<FailureRecord> local_failures_;
+};
+
+std::string Agent::AttemptDir(int round, int global_rank) const {
+  return absl::StrCat(files_dir_, "/attempt_", round, "/", global_rank);
+}
+
+absl::StatusOr<std::string> Agent::Master(const RendezvousResult& members) {
+  const bool single = members.nodes.size() == 1;
+  std::string addr = o_.master_addr;
+  if (addr.empty()) addr = single ? "127.0.0.1" : members.nodes[0].addr;
+  if (o_.rdzv_backend == "static" && !single) {
+    return absl::StrCat(addr, ":", o_.master_port > 0 ? o_.master_port : kDefaultMasterPort);
+  }
+  if (o_.master_port > 0) return absl::StrCat(addr, ":", o_.master_port);
+  if (members.node_rank == 0) {
+    // A fresh free port per round, so two jobs (or two rounds) never collide.
+    BRAID_ASSIGN_OR_RETURN(uint16_t port, FreePort(single ? addr : members.nodes[0].addr));
+    const std::string master = absl::StrCat(addr, ":", port);
+    if (!single) BRAID_RETURN_IF_ERROR(rdzv_->PublishMaster(members.round, master));
+    return master;
+  }
+  return rdzv_->Master(members.round);
+}
+
+absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& members, const std::string& master) {
+  const size_t colon = master.rfind(':');
+  std::vector<std::string> base;
+  for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
+  auto set = [](std::vector<std::string>& env, const std::string& key, const std::string& value, bool override) {
+    for (std::string& kv : env) {
+      if (absl::StartsWith(kv, key + "=")) {
+        if (override) kv = absl::StrCat(key, "=", value);
+        return;
+      }
+    }
+    env.push_back(absl::StrCat(key, "=", value));
+  };
+  const int world = members.world_size();
+  const int nproc = members.nodes[members.node_rank].nproc;
+  set(base, "WORLD_SIZE", absl::StrCat(world), true);
+  set(base, "LOCAL_WORLD_SIZE", absl::StrCat(nproc), true);
+  set(base, "GROUP_RANK", absl::StrCat(members.node_rank), true);
+  set(base, "GROUP_WORLD_SIZE", absl::StrCat(members.nodes.size()), true);
+  set(base, "ROLE_NAME", o_.role, true);
+  set(base, "ROLE_WORLD_SIZE", absl::StrCat(world), true);
+  set(base, "MASTER_ADDR", master.substr(0, colon), true);
+  set(base, "MASTER_PORT", master.substr(colon + 1), true);
+  set(base, "TORCHELASTIC_RESTART_COUNT", absl::StrCat(restarts_), true);
+  set(base, "TORCHELASTIC_MAX_RESTARTS", absl::StrCat(o_.max_restarts), true);
+  set(base, "TORCHELASTIC_RUN_ID", run_id_, true);
+  // braid's store does not speak PyTorch's protocol: PyTorch hosts its own.
+  set(base, "TORCHELASTIC_USE_AGENT_STORE", "False", true);
+  set(base, "OMP_NUM_THREADS", "1", false);
+  set(base, "BRAID_STORE_ADDR", ToString(store_.address), true);
+  set(base, "BRAID_STORE_PREFIX", absl::StrCat("braidrun/", run_id_, "/r", members.round, "/workers"), true);
+
+  const std::vector<std::string> command = WorkerCommand(o_);
+  std::vector<WorkerSpec> specs;
+  if (o_.mpi) {
+    // One mpirun starts them all; each worker reads Open MPI's variables.
+    WorkerSpec spec;
+    spec.label = "mpirun";
+    spec.argv = {"mpirun", "--oversubscribe", "-np", absl::StrCat(nproc)};
+    if (geteuid() == 0) spec.argv.push_back("--allow-run-as-root");
+    spec.argv.insert(spec.argv.end(), command.begin(), command.end());
+    spec.env = base;
+    specs.push_back(std::move(spec));
+    return specs;
+  }
+  const int first = members.first_global_rank();
+  for (int local = 0; local < nproc; ++local) {
+    WorkerSpec spec;
+    spec.local_rank = local;
+    spec.global_rank = first + local;
+    spec.argv = command;
+    spec.env = base;
+    set(spec.env, "RANK", absl::StrCat(spec.global_rank), true);
+    set(spec.env, "LOCAL_RANK", absl::StrCat(local), true);
+    set(spec.env, "ROLE_RANK", absl::StrCat(spec.global_rank), true);
+    const std::string dir = AttemptDir(members.round, spec.global_rank);
+    spec.error_file = absl::StrCat(dir, "/error.json");
+    set(spec.env, "TORCHELASTIC_ERROR_FILE", spec.error_file, true);
+    const int files = o_.redirects.For(local) | o_.tee.For(local);
+    const int redirected = o_.redirects.For(local);
+    if (files & 1) spec.stdout_log = absl::StrCat(dir, "/stdout.log");
+    if (files & 2) spec.stderr_log = absl::StrCat(dir, "/stderr.log");
+    bool shown = o_.local_ranks_filter.empty();
+    for (int r : o_.local_ranks_filter) shown = shown || r == local;
+    spec.stdout_to_console = shown && !(redirected & 1);
+    spec.stderr_to_console = shown && !(redirected & 2);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
+  absl::Time next_check = absl::Now();
+  while (true) {
+    absl::StatusOr<WorkerEvents> events = group.Poll(std::max(next_check, absl::Now()));
+    if (!events.ok()) {
+      stop_reason_ = std::string(events.status().message());
+      return Outcome::kStoreLost;
+    }
+    if (events->signal != 0) {
+      signal_ = events->signal;
+      return Outcome::kSignal;
+    }
+    for (const WorkerExit& exit : events->exited) {
+      if (exit.succeeded()) continue;
+      local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,
+                                 absl::StrCat(host_, " (", members.nodes[members.node_rank].addr, ")"),
+                                 exit.Describe(), exit.tail});
+    }
+    if (!local_failures_.empty()) return Outcome::kLocalFailure;
+    if (group.running() == 0) return Outcome::kSucceeded;
+    if (absl::Now() < next_check) continue;
+    next_check = absl::Now() + o_.monitor_interval;
+    absl::StatusOr<std::string> reason = rdzv_->RestartReason(members.round);
+    if (!reason.ok()) {
+      stop_reason_ = absl::StrCat("lost the rendezvous store at ", ToString(store_.address), ": ",
+                                  reason.status().message());
+      return Outcome::kStoreLost;
+    }
+    if (!reason->empty()) {
+      stop_reason_ = *reason;
+      return Outcome::kRemoteRestart;
+    }
+    if (static_cast<int>(members.nodes.size()) < o_.max_nodes) {
+      absl::StatusOr<bool> waiting = rdzv_->NodesWaiting(members.round);
+      if (waiting.ok() && *waiting) return Outcome::kMembershipChange;
+    }
+  }
+}
+
+void Agent::Report(const RendezvousResult& members) {
+  absl::StatusOr<std::vector<FailureRecord>> all = rdzv_->Failures(members.round);
+  std::vector<FailureRecord> failures = all.ok() ? *all : local_failures_;
+  std::string text = absl::StrCat(
+      "================ braidrun: job failed ================\n", "run id ", run_id_, ", attempt ",
+      members.round, ", restarts used ", restarts_, " of ", o_.max_restarts, ", world size ",
+      members.world_size(), "\n");
+  if (failures.empty()) {
+    absl::StrAppend(&text, "no worker failed; the job stopped because: ", stop_reason_, "\n");
+  } else {
+    const FailureRecord& first = failures.front();
+    absl::StrAppend(&text, "first failure: rank ", first.global_rank, " (local rank ", first.local_rank, ") on ",
+                    first.host, ": ", first.how, " at ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", first.time, absl::UTCTimeZone()), "\n");
+    for (size_t i = 1; i < failures.size(); ++i) {
+      absl::StrAppend(&text, "also failed: rank ", failures[i].global_rank, ": ", failures[i].how, " (+",
+                      absl::FormatDuration(failures[i].time - first.time), ")\n");
+    }
+    absl::StrAppend(&text, "last output of rank ", first.global_rank, ":\n");
+    for (absl::string_view line : absl::StrSplit(first.tail, '\n', absl::SkipEmpty())) {
+      absl::StrAppend(&text, "  ", line, "\n");
+    }
+  }
+  absl::StrAppend(&text, "======================================================\n");
+  (void)!write(STDERR_FILENO, text.data(), text.size());
+}
+
+int Agent::Run() {
+  absl::StatusOr<UniqueFd> signal_fd = WorkerGroup::BlockSignals();
+  if (!signal_fd.ok()) {
+    Say(std::string(signal_fd.status().message()));
+    return 1;
+  }
+  signal_fd_ = std::move(*signal_fd);
+  absl::StatusOr<absl::Duration> grace = kStopGraceKnob.Seconds();
+  if (!grace.ok()) {
+    Say(std::string(grace.status().message()));
+    return 2;
+  }
+  host_ = HostName();
+  run_id_ = o_.standalone ? RandomId() : o_.rdzv_id;
+  if (o_.log_dir.empty()) {
+    std::string tmpl = absl::StrCat("/tmp/braidrun-", run_id_, "-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      Say(absl::StrCat("cannot create a directory under /tmp: ", strerror(errno)));
+      return 1;
+    }
+    files_dir_ = tmpl;
+    // Kept when the user asked for log files, removed otherwise.
+    own_files_dir_ = o_.redirects.all == 0 && o_.tee.all == 0 && o_.redirects.per_rank.empty() &&
+                     o_.tee.per_rank.empty();
+  } else {
+    files_dir_ = absl::StrCat(o_.log_dir, "/", run_id_);
+  }
+
+  absl::StatusOr<JobStore> store = OpenStore(o_, DeadlineIn(o_.join_timeout));
+  if (!store.ok()) {
+    Say(std::string(store.status().message()));
+    return 1;
+  }
+  store_ = std::move(*store);
+
+  RendezvousSpec spec;
+  spec.run_id = run_id_;
+  spec.min_nodes = o_.min_nodes;
+  spec.max_nodes = o_.max_nodes;
+  spec.static_node_rank = o_.rdzv_backend == "static" ? o_.node_rank : -1;
+  spec.join_timeout = o_.join_timeout;
+  spec.last_call_timeout = o_.last_call_timeout;
+  spec.self.nproc = o_.mpi ? o_.nproc_per_node : o_.nproc_per_node;
+  if (!o_.local_addr.empty()) {
+    spec.self.addr = o_.local_addr;
+  } else {
+    absl::StatusOr<std::string> addr = LocalAddressToward(store_.address);
+    spec.self.addr = addr.ok() ? *addr : "127.0.0.1";
+  }
+  rdzv_ = std::make_unique<Rendezvous>(store_.client, spec);
+
+  int exit_code = 1;
+  int after_round = -1;
+  while (true) {
+    absl::StatusOr<RendezvousResult> members = rdzv_->Join(after_round);
+    if (!members.ok()) {
+      Say(std::string(members.status().message()));
+      break;
+    }
+    absl::StatusOr<std::string> master = Master(*members);
+    absl::StatusOr<std::vector<WorkerSpec>> specs =
+        master.ok() ? Specs(*members, *master) : absl::StatusOr<std::vector<WorkerSpec>>(master.status());
+    absl::StatusOr<std::unique_ptr<WorkerGroup>> group =
+        specs.ok() ? WorkerGroup::Start(std::move(*specs), signal_fd_.get())
+                   : absl::StatusOr<std::unique_ptr<WorkerGroup>>(specs.status());
+    if (!group.ok()) {
+      Say(absl::StrCat("cannot start the workers: ", group.status().message()));
+      (void)rdzv_->RequestRestart(members->round, absl::StrCat(kShutdownPrefix, "node ", members->node_rank,
+                                                               " could not start its workers"));
+      break;
+    }
+    local_failures_.clear();
+    const Outcome outcome = Monitor(**group, *members);
+    if (outcome == Outcome::kSucceeded) {
+      (void)rdzv_->MarkDone(members->round, members->node_rank);
+      if (store_.server != nullptr && members->nodes.size() > 1) {
+        // The other nodes still need the store until their workers finish.
+        absl::Status all = rdzv_->WaitAllDone(*members, DeadlineIn(o_.join_timeout));
+        if (!all.ok()) Say(absl::StrCat("this node succeeded, but not every node did: ", all.message()));
+      }
+      exit_code = 0;
+      break;
+    }
+    if (outcome == Outcome::kSignal) {
+      Say(absl::StrCat("received SIG", sigabbrev_np(signal_), ": stopping the workers"));
+      (void)rdzv_->RequestRestart(members->round, absl::StrCat(kShutdownPrefix, "the agent on ", host_,
+                                                               " received SIG", sigabbrev_np(signal_)));
+      (*group)->Stop(signal_, *grace);
+      exit_code = 128 + signal_;
+      break;
+    }
+    if (outcome == Outcome::kLocalFailure) {
+      const FailureRecord& first = local_failures_.front();
+      for (const FailureRecord& failure : local_failures_) (void)rdzv_->RecordFailure(members->round, failure);
+      absl::StatusOr<std::string> reason = rdzv_->RequestRestart(
+          members->round, absl::StrCat("rank ", first.global_rank, " failed: ", first.how));
+      stop_reason_ = reason.ok() ? *reason : std::string(reason.status().message());
+    }
+    std::vector<WorkerExit> stopped = (*group)->Stop(SIGTERM, *grace);
+    for (const WorkerExit& exit : stopped) {
+      if (exit.succeeded() || exit.stopped_by_agent) continue;
+      (void)rdzv_->RecordFailure(members->round, {exit.time, exit.global_rank, exit.local_rank,
+                                                  absl::StrCat(host_, " (", spec.self.addr, ")"), exit.Describe(),
+                                                  exit.tail});
+    }
+    if (outcome == Outcome::kMembershipChange) {
+      Say(absl::StrCat("a node is waiting to join: restarting the group (round ", members->round + 1, ")"));
+      after_round = members->round;
+      continue;
+    }
+    if (outcome == Outcome::kStoreLost || absl::StartsWith(stop_reason_, kShutdownPrefix) ||
+        restarts_ >= o_.max_restarts) {
+      Report(*members);
+      break;
+    }
+    ++restarts_;
+    Say(absl::StrCat(stop_reason_, "; restarting the workers (restart ", restarts_, " of ", o_.max_restarts, ")"));
+    after_round = members->round;
+  }
+  if (own_files_dir_) RemoveTree(files_dir_);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunAgent(const LaunchOptions& options) { return Agent(options).Run(); }
+
+}  // namespace braid

@@ -1,0 +1,22 @@
+// The per-node agent behind braidrun: finds (or hosts) the job's store, joins
+// the rendezvous, starts this node's workers with the environment contract,
+// watches them and the other nodes, restarts the group after a failure, and
+// reports the first failure when restarts run out.
+//
+// Exit codes: 0 when every local worker succeeded; 1 when the job failed (the
+// report is on stderr); 128+signal when braidrun itself was stopped by
+// SIGINT, SIGTERM or SIGHUP (which it forwards to every worker first).
+#ifndef BRAID_LAUNCHER_AGENT_H_
+#define BRAID_LAUNCHER_AGENT_H_
+
+#include "launcher/options.h"
+
+namespace braid {
+
+// Runs the job as `options` say; returns braidrun's exit code. Call from the
+// main thread before any other thread starts (it blocks signals for all).
+int RunAgent(const LaunchOptions& options);
+
+}  // namespace braid
+
+#endif  // BRAID_LAUNCHER_AGENT_H_

@@ -1,0 +1,417 @@
+#include "launcher/options.h"
+
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <functional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "base/status.h"
+
+namespace braid {
+namespace {
+
+using Setter = std::function<absl::Status(LaunchOptions&, const std::string&)>;
+
+struct Flag {
+  std::vector<std::string> names;  // canonical "--a-b" spelling first
+  bool takes_value;
+  const char* metavar;
+  const char* help;
+  Setter set;
+};
+
+absl::Status Bad(const std::string& flag, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("argument ", flag, ": invalid value '", value, "': ", why));
+}
+
+absl::StatusOr<int> ParseInt(const std::string& flag, const std::string& value, int min) {
+  int parsed = 0;
+  if (!absl::SimpleAtoi(value, &parsed)) return Bad(flag, value, "not an integer");
+  if (parsed < min) return Bad(flag, value, absl::StrCat("must be at least ", min));
+  return parsed;
+}
+
+absl::StatusOr<absl::Duration> ParseSeconds(const std::string& flag, const std::string& value) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || !(seconds >= 0)) {
+    return Bad(flag, value, "not a non-negative number of seconds");
+  }
+  return absl::Seconds(seconds);
+}
+
+int CountGpus() {
+  int count = 0;
+  DIR* dir = opendir("/dev");
+  if (dir == nullptr) return 0;
+  while (dirent* entry = readdir(dir)) {
+    absl::string_view name = entry->d_name;
+    int index = 0;
+    if (absl::ConsumePrefix(&name, "nvidia") && absl::SimpleAtoi(name, &index)) ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+absl::Status SetNproc(LaunchOptions& o, const std::string& value) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (value == "cpu") {
+    o.nproc_per_node = cpus;
+  } else if (value == "gpu" || value == "auto") {
+    const int gpus = CountGpus();
+    if (gpus == 0 && value == "gpu") return Bad("--nproc-per-node", value, "this node has no GPU");
+    o.nproc_per_node = gpus > 0 ? gpus : cpus;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(o.nproc_per_node, ParseInt("--nproc-per-node", value, 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetNnodes(LaunchOptions& o, const std::string& value) {
+  std::vector<std::string> parts = absl::StrSplit(value, ':');
+  if (parts.size() > 2) return Bad("--nnodes", value, "expected N or MIN:MAX");
+  BRAID_ASSIGN_OR_RETURN(o.min_nodes, ParseInt("--nnodes", parts[0], 1));
+  o.max_nodes = o.min_nodes;
+  if (parts.size() == 2) {
+    BRAID_ASSIGN_OR_RETURN(o.max_nodes, ParseInt("--nnodes", parts[1], 1));
+    if (o.max_nodes < o.min_nodes) return Bad("--nnodes", value, "MAX is smaller than MIN");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StreamSelection> ParseStreams(const std::string& flag, const std::string& value) {
+  StreamSelection selection;
+  auto parse_one = [&](const std::string& text) -> absl::StatusOr<int> {
+    int v = 0;
+    if (!absl::SimpleAtoi(text, &v) || v < 0 || v > 3) {
+      return Bad(flag, value, "expected 0 (none), 1 (stdout), 2 (stderr), 3 (both) or LOCAL_RANK:N,...");
+    }
+    return v;
+  };
+  if (!absl::StrContains(value, ':')) {
+    BRAID_ASSIGN_OR_RETURN(selection.all, parse_one(value));
+    return selection;
+  }
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
+    int rank = 0;
+    if (!absl::SimpleAtoi(kv.first, &rank) || rank < 0) return Bad(flag, value, "bad local rank");
+    BRAID_ASSIGN_OR_RETURN(selection.per_rank[rank], parse_one(kv.second));
+  }
+  return selection;
+}
+
+absl::Status SetRdzvConf(LaunchOptions& o, const std::string& value) {
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const std::string key = absl::StrReplaceAll(kv.first, {{"-", "_"}});
+    const std::string flag = absl::StrCat("--rdzv-conf ", key);
+    if (key == "join_timeout" || key == "timeout") {
+      BRAID_ASSIGN_OR_RETURN(o.join_timeout, ParseSeconds(flag, kv.second));
+    } else if (key == "last_call_timeout") {
+      BRAID_ASSIGN_OR_RETURN(o.last_call_timeout, ParseSeconds(flag, kv.second));
+    } else if (key == "close_timeout" || key == "read_timeout") {
+      BRAID_ASSIGN_OR_RETURN(o.close_timeout, ParseSeconds(flag, kv.second));
+    } else if (key == "is_host") {
+      const std::string v = absl::AsciiStrToLower(kv.second);
+      if (v == "1" || v == "true" || v == "yes") {
+        o.is_host = 1;
+      } else if (v == "0" || v == "false" || v == "no") {
+        o.is_host = 0;
+      } else {
+        return Bad(flag, kv.second, "expected true or false");
+      }
+    } else {
+      return Bad("--rdzv-conf", std::string(item),
+                 "unknown key (known: join_timeout, last_call_timeout, close_timeout, read_timeout, is_host)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<Flag>& Flags() {
+  static const auto* flags = new std::vector<Flag>{
+      {{"--nnodes"}, true, "N|MIN:MAX",
+       "Number of nodes, or the range an elastic job accepts (default 1).",
+       SetNnodes},
+      {{"--nproc-per-node"}, true, "N|auto|cpu|gpu",
+       "Workers per node: a number, 'cpu' (one per CPU), 'gpu' (one per GPU), or 'auto' (GPUs if any, "
+       "else CPUs). Default 1.",
+       SetNproc},
+      {{"--node-rank"}, true, "N", "This node's rank, for the static backend (default 0).",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.node_rank, ParseInt("--node-rank", v, 0));
+         return absl::OkStatus();
+       }},
+      {{"--rdzv-backend"}, true, "c10d|static",
+       "c10d: nodes join rounds over braid's store and get ranks in join order; static: each node "
+       "gives --node-rank. Default static.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         if (v != "c10d" && v != "static") return Bad("--rdzv-backend", v, "expected c10d or static");
+         o.rdzv_backend = v;
+         return absl::OkStatus();
+       }},
+      {{"--rdzv-endpoint"}, true, "HOST[:PORT]",
+       "Where the rendezvous store listens (default port 29400). The agent on that host hosts it.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         o.rdzv_endpoint = v;
+         return absl::OkStatus();
+       }},
+      {{"--rdzv-id"}, true, "ID", "The job id; agents with the same id form one job (default 'none').",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         if (v.empty() || absl::StrContains(v, '/')) return Bad("--rdzv-id", v, "must be non-empty, without '/'");
+         o.rdzv_id = v;
+         return absl::OkStatus();
+       }},
+      {{"--rdzv-conf"}, true, "K=V,...",
+       "Rendezvous settings in seconds: join_timeout (600), last_call_timeout (30), close_timeout (30); "
+       "is_host=true|false forces hosting the store.",
+       SetRdzvConf},
+      {{"--standalone"}, false, nullptr,
+       "One node, its own store on a free port and a random job id: no endpoint needed.",
+       [](LaunchOptions& o, const std::string&) {
+         o.standalone = true;
+         return absl::OkStatus();
+       }},
+      {{"--max-restarts"}, true, "N", "Restarts of the whole worker group after a failure (default 0).",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.max_restarts, ParseInt("--max-restarts", v, 0));
+         return absl::OkStatus();
+       }},
+      {{"--monitor-interval"}, true, "SECONDS",
+       "How often the agent checks the other nodes for failures (default 0.1).",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.monitor_interval, ParseSeconds("--monitor-interval", v));
+         if (o.monitor_interval <= absl::ZeroDuration()) return Bad("--monitor-interval", v, "must be positive");
+         return absl::OkStatus();
+       }},
+      {{"--master-addr"}, true, "HOST", "MASTER_ADDR for the workers (default: node 0's address).",
+       [](LaunchOptions& o, const std::string& v) {
+         o.master_addr = v;
+         return absl::OkStatus();
+       }},
+      {{"--master-port"}, true, "PORT",
+       "MASTER_PORT for the workers: where a PyTorch script's rank 0 hosts its store. Default: a free "
+       "port on one node, 29500 for a static multi-node job.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.master_port, ParseInt("--master-port", v, 1));
+         if (o.master_port > 65535) return Bad("--master-port", v, "not a port");
+         return absl::OkStatus();
+       }},
+      {{"--role"}, true, "NAME", "ROLE_NAME for the workers (default 'default').",
+       [](LaunchOptions& o, const std::string& v) {
+         o.role = v;
+         return absl::OkStatus();
+       }},
+      {{"--local-addr"}, true, "HOST",
+       "This node's address as the other nodes reach it (default: the address that routes to the "
+       "endpoint).",
+       [](LaunchOptions& o, const std::string& v) {
+         o.local_addr = v;
+         return absl::OkStatus();
+       }},
+      {{"--redirects", "-r"}, true, "0|1|2|3|R:N,...",
+       "Send worker stdout (1), stderr (2) or both (3) to log files only, not the console.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.redirects, ParseStreams("--redirects", v));
+         return absl::OkStatus();
+       }},
+      {{"--tee", "-t"}, true, "0|1|2|3|R:N,...",
+       "Copy worker stdout (1), stderr (2) or both (3) to log files as well as the console.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         BRAID_ASSIGN_OR_RETURN(o.tee, ParseStreams("--tee", v));
+         return absl::OkStatus();
+       }},
+      {{"--log-dir"}, true, "DIR",
+       "Log files go to DIR/<run_id>/attempt_<k>/<rank>/{stdout,stderr}.log (default: a new directory "
+       "under /tmp when -r or -t asks for files).",
+       [](LaunchOptions& o, const std::string& v) {
+         o.log_dir = v;
+         return absl::OkStatus();
+       }},
+      {{"--local-ranks-filter"}, true, "R,...",
+       "Show only these local ranks' output on the console (files still get every rank).",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         o.local_ranks_filter.clear();
+         for (absl::string_view r : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+           BRAID_ASSIGN_OR_RETURN(int rank, ParseInt("--local-ranks-filter", std::string(r), 0));
+           o.local_ranks_filter.push_back(rank);
+         }
+         return absl::OkStatus();
+       }},
+      {{"--no-python"}, false, nullptr, "Execute the program directly, even a .py file.",
+       [](LaunchOptions& o, const std::string&) {
+         o.no_python = true;
+         return absl::OkStatus();
+       }},
+      {{"--run-path"}, false, nullptr, "Run the program as a Python file (python3 -u PROGRAM).",
+       [](LaunchOptions& o, const std::string&) {
+         o.run_path = true;
+         return absl::OkStatus();
+       }},
+      {{"--module", "-m"}, false, nullptr, "Run the program as a Python module (python3 -u -m PROGRAM).",
+       [](LaunchOptions& o, const std::string&) {
+         o.module = true;
+         return absl::OkStatus();
+       }},
+      {{"--mpi"}, false, nullptr,
+       "Start this node's workers through Open MPI's mpirun, with the same environment (one node only).",
+       [](LaunchOptions& o, const std::string&) {
+         o.mpi = true;
+         return absl::OkStatus();
+       }},
+      {{"--start-method"}, true, "spawn|fork|forkserver",
+       "Accepted for torchrun compatibility; braidrun always starts workers with fork+exec.",
+       [](LaunchOptions&, const std::string& v) -> absl::Status {
+         if (v != "spawn" && v != "fork" && v != "forkserver") {
+           return Bad("--start-method", v, "expected spawn, fork or forkserver");
+         }
+         return absl::OkStatus();
+       }},
+  };
+  return *flags;
+}
+
+// "--nproc_per_node" -> "--nproc-per-node"; short flags unchanged.
+std::string CanonicalName(absl::string_view name) {
+  if (!absl::StartsWith(name, "--")) return std::string(name);
+  return absl::StrCat("--", absl::StrReplaceAll(name.substr(2), {{"_", "-"}}));
+}
+
+const Flag* FindFlag(const std::string& name) {
+  for (const Flag& flag : Flags()) {
+    for (const std::string& n : flag.names) {
+      if (n == name) return &flag;
+    }
+  }
+  return nullptr;
+}
+
+absl::Status CheckCombinations(LaunchOptions& o) {
+  if (o.program.empty()) return absl::InvalidArgumentError("the following arguments are required: program");
+  if (o.no_python && (o.module || o.run_path)) {
+    return absl::InvalidArgumentError("--no-python cannot be used with --module or --run-path");
+  }
+  if (o.module && o.run_path) return absl::InvalidArgumentError("--module and --run-path exclude each other");
+  if (o.standalone) {
+    if (o.max_nodes != 1) return absl::InvalidArgumentError("--standalone runs one node: drop --nnodes or set it to 1");
+    if (!o.rdzv_endpoint.empty()) {
+      return absl::InvalidArgumentError("--standalone hosts its own store: drop --rdzv-endpoint");
+    }
+    o.rdzv_backend = "c10d";
+  }
+  if (o.rdzv_backend == "static") {
+    if (o.min_nodes != o.max_nodes) {
+      return absl::InvalidArgumentError("--nnodes MIN:MAX needs --rdzv-backend=c10d (static needs a fixed count)");
+    }
+    if (o.node_rank < 0) o.node_rank = 0;
+    if (o.node_rank >= o.max_nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--node-rank ", o.node_rank, " is out of range for --nnodes ", o.max_nodes));
+    }
+  } else {
+    if (o.node_rank >= 0 && !o.standalone) {
+      return absl::InvalidArgumentError("--node-rank is for --rdzv-backend=static (c10d assigns node ranks)");
+    }
+    if (!o.standalone && o.max_nodes > 1 && o.rdzv_endpoint.empty()) {
+      return absl::InvalidArgumentError("--rdzv-backend=c10d with several nodes needs --rdzv-endpoint HOST[:PORT]");
+    }
+  }
+  if (o.mpi && o.max_nodes != 1) return absl::InvalidArgumentError("--mpi starts one node's workers: use --nnodes=1");
+  for (int rank : o.local_ranks_filter) {
+    if (rank >= o.nproc_per_node) {
+      return absl::InvalidArgumentError(absl::StrCat("--local-ranks-filter ", rank, " is not a local rank (0..",
+                                                     o.nproc_per_node - 1, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int StreamSelection::For(int local_rank) const {
+  auto it = per_rank.find(local_rank);
+  return it == per_rank.end() ? all : it->second;
+}
+
+absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args) {
+  LaunchOptions options;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the program
+    std::string name = arg;
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    } else if (arg.size() > 2 && arg[1] != '-') {  // "-t3" style
+      name = arg.substr(0, 2);
+      value = arg.substr(2);
+      has_value = true;
+    }
+    const Flag* flag = FindFlag(CanonicalName(name));
+    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unrecognized argument: ", name));
+    if (flag->takes_value && !has_value) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("argument ", name, ": expected a value"));
+      value = args[++i];
+    } else if (!flag->takes_value && has_value) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", name, ": takes no value"));
+    }
+    BRAID_RETURN_IF_ERROR(flag->set(options, value));
+  }
+  if (i < args.size()) {
+    options.program = args[i];
+    options.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  }
+  BRAID_RETURN_IF_ERROR(CheckCombinations(options));
+  return options;
+}
+
+std::string LaunchHelpText() {
+  std::string text =
+      "usage: braidrun [flags] program [args...]\n\n"
+      "Starts nproc-per-node workers on each node with torchrun's environment (RANK, LOCAL_RANK,\n"
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), supervises them, restarts the group after a\n"
+      "failure (--max-restarts) and reports the first failure. A .py program runs with python3 -u;\n"
+      "anything else is executed directly. Every flag also accepts underscores (--nproc_per_node).\n\n";
+  for (const Flag& flag : Flags()) {
+    std::string names = absl::StrJoin(flag.names, ", ");
+    if (flag.takes_value) absl::StrAppend(&names, " ", flag.metavar);
+    absl::StrAppend(&text, "  ", names, "\n      ", flag.help, "\n");
+  }
+  absl::StrAppend(&text, "  -h, --help\n      This text.\n");
+  return text;
+}
+
+std::vector<std::string> WorkerCommand(const LaunchOptions& options) {
+  std::vector<std::string> command;
+  const bool python = !options.no_python && (options.module || options.run_path ||
+                                              absl::EndsWith(options.program, ".py"));
+  if (python) {
+    command = {"python3", "-u"};
+    if (options.module) command.push_back("-m");
+  }
+  command.push_back(options.program);
+  command.insert(command.end(), options.program_args.begin(), options.program_args.end());
+  return command;
+}
+
+}  // namespace braid

@@ -1,0 +1,93 @@
+// WorkerGroup: one node's worker processes, started, watched and stopped.
+//
+// Each worker is fork+exec'd into its own process group (so stopping it stops
+// whatever it started) with PR_SET_PDEATHSIG, so no worker outlives a killed
+// agent. Its stdout and stderr come back through pipes: each line goes to the
+// console as "[rank N]: line" (unless redirected or filtered) and to its log
+// file when asked, and the last lines are kept for the failure report.
+//
+// Single-threaded: the agent's thread calls Poll in a loop. Signals reach the
+// agent through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP) that the caller
+// creates after blocking those signals in every thread.
+#ifndef BRAID_LAUNCHER_WORKER_GROUP_H_
+#define BRAID_LAUNCHER_WORKER_GROUP_H_
+
+#include <sys/types.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/deadline.h"
+#include "base/fd.h"
+
+namespace braid {
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int global_rank = 0;
+  std::string label;  // console prefix "[label]: "; default "rank N"
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=VALUE", the whole environment
+  bool stdout_to_console = true;
+  bool stderr_to_console = true;
+  std::string stdout_log;  // path, or empty for none
+  std::string stderr_log;
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE, read for the report
+};
+
+struct WorkerExit {
+  int local_rank = 0;
+  int global_rank = 0;
+  int wait_status = 0;
+  absl::Time time;
+  bool stopped_by_agent = false;  // it died of a signal the agent sent
+  std::string tail;               // last output lines, or the error file
+
+  bool succeeded() const;
+  // "exit code 3", "signal SIGKILL (9)".
+  std::string Describe() const;
+};
+
+// What Poll saw.
+struct WorkerEvents {
+  std::vector<WorkerExit> exited;
+  int signal = 0;  // SIGINT/SIGTERM/SIGHUP sent to the agent, or 0
+};
+
+class WorkerGroup {
+ public:
+  // The signal fd for SIGCHLD, SIGINT, SIGTERM and SIGHUP; blocks them in the
+  // calling thread (call it before starting any thread).
+  static absl::StatusOr<UniqueFd> BlockSignals();
+
+  // Starts every worker; on a failed start, stops those already started.
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(std::vector<WorkerSpec> specs, int signal_fd);
+  ~WorkerGroup();  // kills (SIGKILL) and reaps any worker still running
+
+  // Forwards output and reaps exits until something happens or `deadline`.
+  absl::StatusOr<WorkerEvents> Poll(Deadline deadline);
+  // Sends `signal` to every running worker's process group, waits `grace`,
+  // then SIGKILLs the rest and reaps them. Returns the exits it reaped.
+  std::vector<WorkerExit> Stop(int signal, absl::Duration grace);
+
+  int running() const;
+
+ private:
+  struct Worker;
+  struct Stream;
+  explicit WorkerGroup(int signal_fd);
+  void Drain(Stream& stream);
+  void ReapInto(std::vector<WorkerExit>& exits);
+
+  int signal_fd_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  int pending_signal_ = 0;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_LAUNCHER_WORKER_GROUP_H_
