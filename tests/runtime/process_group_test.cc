@@ -39,6 +39,7 @@
 #include "runtime/worker_env.h"
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/subprocess.h"
 
 extern char** environ;
 
@@ -92,10 +93,9 @@ class ScopedContract {
 
 // A port that was free a moment ago: bind port 0, read it, close.
 uint16_t FreePort() {
-  absl::StatusOr<TcpListener> listener = TcpListener::Listen("127.0.0.1", 0);
-  INFO(listener.status());
-  REQUIRE(listener.ok());
-  return listener->port();
+  const uint16_t port = UnusedPort();
+  REQUIRE(port != 0);
+  return port;
 }
 
 // A StoreServer on port 0, in a child process of its own: the launcher's
@@ -420,99 +420,12 @@ TEST_CASE("ProcessGroup: a rank that never arrives fails the others within the t
 // ---------------------------------------------------------------------------
 // braid_bench as real worker processes
 
-struct Exit {
-  int code = -1;  // exit status, or -signal
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-// Where Bazel put braid_bench: the test runs in its runfiles tree.
-std::string BenchBinary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir != nullptr && workspace != nullptr) return absl::StrCat(srcdir, "/", workspace, "/bench/braid_bench");
-  return "bench/braid_bench";
-}
-
-// Starts braid_bench with `args` and the environment plus `extra`; its stdout
-// and stderr go to files named after `tag`.
-pid_t Spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra,
-            const std::string& tag) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    bool contract = extra.count(name) > 0;
-    for (const char* variable : kContractVariables) contract = contract || name == variable;
-    if (!contract) env_strings.push_back(entry);
-  }
-  for (const auto& [name, value] : extra) env_strings.push_back(absl::StrCat(name, "=", value));
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = {BenchBinary()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string out = absl::StrCat(TempDir(), "/", tag, ".out");
-  const std::string err = absl::StrCat(TempDir(), "/", tag, ".err");
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
-// Waits for every pid until `deadline`; SIGKILLs the rest then.
-std::vector<Exit> WaitAll(const std::vector<pid_t>& pids, const std::vector<std::string>& tags, Deadline deadline) {
-  std::vector<Exit> exits(pids.size());
-  std::vector<bool> done(pids.size(), false);
-  size_t left = pids.size();
-  while (left > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        exits[i].code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-        done[i] = true;
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (Expired(deadline)) {
-      for (size_t i = 0; i < pids.size(); ++i) {
-        if (!done[i]) {
-          ::kill(pids[i], SIGKILL);
-          ::waitpid(pids[i], nullptr, 0);
-          exits[i].code = -SIGKILL;
-        }
-      }
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
-    exits[i].out = ReadFile(absl::StrCat(TempDir(), "/", tags[i], ".out"));
-    exits[i].err = ReadFile(absl::StrCat(TempDir(), "/", tags[i], ".err"));
-  }
-  return exits;
+// braid_bench with `args`, as one worker of a job whose contract is `extra`.
+pid_t SpawnBench(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra,
+                 const std::string& tag) {
+  std::vector<std::string> argv = {Runfile("bench/braid_bench")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Spawn(argv, extra, tag, std::vector<std::string>(std::begin(kContractVariables), std::end(kContractVariables)));
 }
 
 TEST_CASE("braid_bench: two worker processes, exact check, nccl-tests table", "[runtime][bench]") {
@@ -526,10 +439,10 @@ TEST_CASE("braid_bench: two worker processes, exact check, nccl-tests table", "[
         {"LOCAL_WORLD_SIZE", "2"},           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
         {"BRAID_TIMEOUT_SEC", "60"}};
     tags.push_back(absl::StrCat("bench_rank", rank));
-    pids.push_back(Spawn(args, env, tags.back()));
+    pids.push_back(SpawnBench(args, env, tags.back()));
     REQUIRE(pids.back() > 0);
   }
-  const std::vector<Exit> exits = WaitAll(pids, tags, DeadlineIn(absl::Seconds(120)));
+  const std::vector<ProcessExit> exits = WaitAll(pids, tags, DeadlineIn(absl::Seconds(120)));
   INFO("rank 0 stdout:\n" << exits[0].out << "\nrank 0 stderr:\n" << exits[0].err << "\nrank 1 stderr:\n"
                           << exits[1].err);
   REQUIRE(exits[0].code == 0);
@@ -571,9 +484,9 @@ TEST_CASE("braid_bench: bad flags are one line on stderr and exit status 2", "[r
   int i = 0;
   for (const std::vector<std::string>& args : cases) {
     const std::string tag = absl::StrCat("bad_flag_", i++);
-    const pid_t pid = Spawn(args, {}, tag);
+    const pid_t pid = SpawnBench(args, {}, tag);
     REQUIRE(pid > 0);
-    const std::vector<Exit> exits = WaitAll({pid}, {tag}, DeadlineIn(absl::Seconds(30)));
+    const std::vector<ProcessExit> exits = WaitAll({pid}, {tag}, DeadlineIn(absl::Seconds(30)));
     INFO(absl::StrJoin(args, " ") << " -> exit " << exits[0].code << ", stderr: " << exits[0].err);
     CHECK(exits[0].code == 2);
     CHECK(exits[0].out.empty());

@@ -1,0 +1,146 @@
+// probe_worker: the worker program the launcher tests and the start-up bench
+// run under braidrun. It checks the environment contract, joins the group
+// (InitFromEnv), runs an exactly checked all-reduce, and can fail, sleep or
+// record times on request. Flags (all optional):
+//   --env                 print the contract variables and fail if one is missing
+//   --allreduce           InitFromEnv, barrier, an int64 all-reduce checked exactly
+//   --fail-rank=R --fail-attempt=K --exit-code=C
+//                         on rank R in restart K, fail with exit code C (after the
+//                         all-reduce when there is one); C=-N raises signal N
+//   --error-file          when failing, write TORCHELASTIC_ERROR_FILE first
+//   --pid-dir=DIR         write DIR/<rank>.pid at start
+//   --sleep=S             sleep S seconds before exiting
+//   --wait-world=N        while WORLD_SIZE < N, sleep (a restart will come)
+//   --barrier-times=DIR   after the first barrier, write DIR/<attempt>.<rank> with
+//                         CLOCK_REALTIME in ns (the start-up bench reads it)
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/process_group.h"
+#include "tensor/tensor.h"
+
+namespace {
+
+const char* kContract[] = {"RANK",          "LOCAL_RANK",      "WORLD_SIZE",
+                           "LOCAL_WORLD_SIZE", "GROUP_RANK",  "GROUP_WORLD_SIZE",
+                           "ROLE_RANK",     "ROLE_WORLD_SIZE", "ROLE_NAME",
+                           "MASTER_ADDR",   "MASTER_PORT",     "TORCHELASTIC_RESTART_COUNT",
+                           "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+                           "TORCHELASTIC_ERROR_FILE", "OMP_NUM_THREADS", "BRAID_STORE_ADDR",
+                           "BRAID_STORE_PREFIX"};
+
+int EnvInt(const char* name) {
+  const char* value = std::getenv(name);
+  int parsed = -1;
+  if (value == nullptr || !absl::SimpleAtoi(value, &parsed)) return -1;
+  return parsed;
+}
+
+std::string Flag(int argc, char** argv, const std::string& name, const std::string& fallback = "") {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == name) return "1";
+    if (absl::ConsumePrefix(&arg, name + "=")) return std::string(arg);
+  }
+  return fallback;
+}
+
+int Fail(const std::string& why) {
+  std::fprintf(stderr, "probe_worker: %s\n", why.c_str());
+  return 1;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path + ".tmp");
+  out << text;
+  out.close();
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rank = EnvInt("RANK");
+  const int attempt = EnvInt("TORCHELASTIC_RESTART_COUNT");
+  const int world = EnvInt("WORLD_SIZE");
+  if (std::string dir = Flag(argc, argv, "--pid-dir"); !dir.empty()) {
+    WriteFile(absl::StrCat(dir, "/", rank, ".pid"), absl::StrCat(getpid()));
+  }
+  if (!Flag(argc, argv, "--env").empty()) {
+    for (const char* name : kContract) {
+      const char* value = std::getenv(name);
+      if (value == nullptr) return Fail(absl::StrCat(name, " is not set"));
+      std::printf("%s=%s\n", name, value);
+    }
+    std::fflush(stdout);
+  }
+  if (std::string want = Flag(argc, argv, "--wait-world"); !want.empty()) {
+    int needed = 0;
+    if (absl::SimpleAtoi(want, &needed) && world < needed) {
+      std::printf("waiting for a world of %d (have %d)\n", needed, world);
+      std::fflush(stdout);
+      absl::SleepFor(absl::Seconds(120));
+      return Fail("no restart came");
+    }
+  }
+
+  std::unique_ptr<braid::ProcessGroup> group;
+  if (!Flag(argc, argv, "--allreduce").empty()) {
+    absl::StatusOr<std::unique_ptr<braid::ProcessGroup>> created = braid::InitFromEnv();
+    if (!created.ok()) return Fail(created.status().ToString());
+    group = std::move(*created);
+    absl::StatusOr<braid::WorkHandle> barrier = group->comm().Barrier();
+    absl::Status barrier_status = barrier.ok() ? (*barrier)->Wait() : barrier.status();
+    if (!barrier_status.ok()) return Fail(barrier_status.ToString());
+    if (std::string dir = Flag(argc, argv, "--barrier-times"); !dir.empty()) {
+      WriteFile(absl::StrCat(dir, "/", attempt, ".", rank), absl::StrCat(absl::ToUnixNanos(absl::Now())));
+    }
+    // Element i of rank r holds r * 1000 + i: the sum is exact and known.
+    constexpr int64_t kCount = 1000;
+    absl::StatusOr<braid::Tensor> tensor = braid::Tensor::Empty({kCount}, braid::DType::kI64);
+    if (!tensor.ok()) return Fail(tensor.status().ToString());
+    for (int64_t i = 0; i < kCount; ++i) tensor->data<int64_t>()[i] = rank * 1000 + i;
+    absl::StatusOr<braid::WorkHandle> work = group->comm().AllReduce(*tensor, braid::ReduceOp::kSum);
+    absl::Status status = work.ok() ? (*work)->Wait() : work.status();
+    if (!status.ok()) return Fail(status.ToString());
+    const int64_t n = group->size();
+    for (int64_t i = 0; i < kCount; ++i) {
+      const int64_t expected = 1000 * n * (n - 1) / 2 + n * i;
+      if (tensor->data<int64_t>()[i] != expected) {
+        return Fail(absl::StrCat("element ", i, " is ", tensor->data<int64_t>()[i], ", expected ", expected));
+      }
+    }
+    std::printf("all-reduce ok: rank %d of %d (attempt %d)\n", group->rank(), group->size(), attempt);
+    std::fflush(stdout);
+  }
+
+  const std::string fail_rank = Flag(argc, argv, "--fail-rank");
+  if (!fail_rank.empty() && fail_rank == absl::StrCat(rank) &&
+      Flag(argc, argv, "--fail-attempt", "0") == absl::StrCat(attempt)) {
+    int code = 1;
+    (void)absl::SimpleAtoi(Flag(argc, argv, "--exit-code", "1"), &code);
+    std::fprintf(stderr, "probe_worker: rank %d failing on purpose in attempt %d\n", rank, attempt);
+    if (!Flag(argc, argv, "--error-file").empty()) {
+      WriteFile(std::getenv("TORCHELASTIC_ERROR_FILE"),
+                absl::StrCat("{\"message\": {\"message\": \"ProbeError: rank ", rank, " gave up\"}}\n"));
+    }
+    std::fflush(stderr);
+    if (code < 0) raise(-code);
+    std::_Exit(code);  // no group teardown: the others see a dead peer
+  }
+  if (std::string sleep = Flag(argc, argv, "--sleep"); !sleep.empty()) {
+    double seconds = 0;
+    if (absl::SimpleAtod(sleep, &seconds)) absl::SleepFor(absl::Seconds(seconds));
+  }
+  return 0;
+}
