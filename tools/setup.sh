@@ -17,6 +17,7 @@ PACKAGES=(
   libssl-dev        # libcrypto: HMAC-SHA256 for authenticated rendezvous
   python3           # small tools and the bench plots
   procps            # ps/pkill used by the launcher tests
+  libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
 )
 
 fail() {

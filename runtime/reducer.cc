@@ -1,0 +1,803 @@
+#include "runtime/reducer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/deadline.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "tensor/reduce.h"
+
+namespace braid {
+namespace {
+
+// Construction order of reducers in this process: names the store keys of
+// the mismatch report (every rank builds its reducers in the same order).
+std::atomic<int64_t> reducer_instances{0};
+
+uint64_t Fnv1a(absl::string_view text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : text) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+class AllReduceHookImpl : public CommHook {
+ public:
+  std::string name() const override { return "allreduce"; }
+  absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
+    return comm.AllReduce(bucket.buffer, ReduceOp::kAvg);
+  }
+};
+
+// Divides by the world size before rounding (so the sum cannot overflow
+// where the average would not), sums the 16-bit values, widens back.
+template <typename Narrow>
+class CompressHook : public CommHook {
+ public:
+  std::string name() const override {
+    return std::is_same_v<Narrow, Half> ? "fp16_compress" : "bf16_compress";
+  }
+
+  absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
+    const DType dtype = bucket.buffer.dtype();
+    if (dtype != DType::kF32 && dtype != DType::kF64) return comm.AllReduce(bucket.buffer, ReduceOp::kAvg);
+    const int64_t n = bucket.buffer.numel();
+    Tensor compressed;
+    {
+      MutexLock lock(&mu_);
+      Tensor& slot = compressed_[bucket.index];
+      if (!slot.defined() || slot.numel() != n) {
+        BRAID_ASSIGN_OR_RETURN(slot, Tensor::Empty({n}, DTypeOf<Narrow>()));
+      }
+      compressed = slot;
+    }
+    Narrow* out = compressed.data<Narrow>();
+    const double scale = 1.0 / bucket.world_size;
+    DispatchFloat(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const T* in = bucket.buffer.data<T>();
+      for (int64_t i = 0; i < n; ++i) out[i] = ToNarrow(static_cast<float>(in[i] * static_cast<T>(scale)));
+    });
+    return comm.AllReduce(compressed, ReduceOp::kSum);
+  }
+
+  absl::Status Finish(GradBucket& bucket) override {
+    const DType dtype = bucket.buffer.dtype();
+    if (dtype != DType::kF32 && dtype != DType::kF64) return absl::OkStatus();
+    Tensor compressed;
+    {
+      MutexLock lock(&mu_);
+      compressed = compressed_[bucket.index];
+    }
+    const Narrow* in = compressed.data<Narrow>();
+    const int64_t n = bucket.buffer.numel();
+    DispatchFloat(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T* out = bucket.buffer.data<T>();
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(ToFloat(in[i]));
+    });
+    return absl::OkStatus();
+  }
+
+ private:
+  template <typename Fn>
+  static void DispatchFloat(DType dtype, Fn&& fn) {
+    if (dtype == DType::kF32) {
+      fn(float{});
+    } else {
+      fn(double{});
+    }
+  }
+  static Narrow ToNarrow(float x) {
+    if constexpr (std::is_same_v<Narrow, Half>) {
+      return FloatToHalf(x);
+    } else {
+      return FloatToBFloat16(x);
+    }
+  }
+  static float ToFloat(Narrow x) {
+    if constexpr (std::is_same_v<Narrow, Half>) {
+      return HalfToFloat(x);
+    } else {
+      return BFloat16ToFloat(x);
+    }
+  }
+
+  absl::Mutex mu_;
+  std::map<int, Tensor> compressed_ ABSL_GUARDED_BY(mu_);  // per bucket, reused every iteration
+};
+
+std::string ShapeString(const Tensor& t) { return absl::StrCat("[", absl::StrJoin(t.shape(), ", "), "]"); }
+
+}  // namespace
+
+std::shared_ptr<CommHook> AllReduceHook() { return std::make_shared<AllReduceHookImpl>(); }
+std::shared_ptr<CommHook> Fp16CompressHook() { return std::make_shared<CompressHook<Half>>(); }
+std::shared_ptr<CommHook> Bf16CompressHook() { return std::make_shared<CompressHook<BFloat16>>(); }
+
+Reducer::NoSyncScope::~NoSyncScope() {
+  if (reducer_ != nullptr) reducer_->EndNoSync();
+}
+
+Reducer::NoSyncScope Reducer::NoSync() {
+  MutexLock lock(&mu_);
+  ++no_sync_depth_;
+  return NoSyncScope(this);
+}
+
+void Reducer::EndNoSync() {
+  MutexLock lock(&mu_);
+  --no_sync_depth_;
+}
+
+absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, std::vector<Tensor> gradients,
+                                                         ReducerOptions options) {
+  const std::string where = absl::StrCat("rank ", group.rank(), ": reducer: ");
+  if (!(options.bucket_cap_mb > 0) || !(options.first_bucket_mb > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "bucket_cap_mb (", options.bucket_cap_mb,
+                                                   ") and first_bucket_mb (", options.first_bucket_mb,
+                                                   ") must be positive"));
+  }
+  if (!options.parameter_names.empty() && options.parameter_names.size() != gradients.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, options.parameter_names.size(), " parameter names for ",
+                                                   gradients.size(), " gradients"));
+  }
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    if (!gradients[i].defined() || !gradients[i].IsContiguous()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "gradient ", i, " (", gradients[i].DebugString(),
+                                                     ") must be a defined, contiguous tensor"));
+    }
+  }
+  absl::Duration timeout;
+  if (options.timeout.has_value()) {
+    timeout = *options.timeout;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(timeout, DefaultTimeout());
+  }
+  std::unique_ptr<Reducer> reducer(new Reducer(group, std::move(gradients), std::move(options), timeout));
+  BRAID_RETURN_IF_ERROR(reducer->CheckRanksAgree());
+  std::vector<int> order(reducer->vars_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
+  BRAID_RETURN_IF_ERROR(reducer->BuildBuckets(reducer->ComputeBuckets(order)));
+  reducer->completion_ = std::thread([r = reducer.get()] { r->CompletionLoop(); });
+  return reducer;
+}
+
+Reducer::Reducer(ProcessGroup& group, std::vector<Tensor> gradients, ReducerOptions options, absl::Duration timeout)
+    : group_(group),
+      comm_(group.comm()),
+      rank_(group.rank()),
+      size_(group.size()),
+      options_(std::move(options)),
+      timeout_(timeout),
+      hook_(options_.comm_hook ? options_.comm_hook : AllReduceHook()) {
+  vars_.resize(gradients.size());
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    Variable& v = vars_[i];
+    v.grad = std::move(gradients[i]);
+    const std::string name = options_.parameter_names.empty() ? "" : absl::StrCat(options_.parameter_names[i], ", ");
+    v.label = absl::StrCat("parameter ", i, " (", name, DTypeName(v.grad.dtype()), ShapeString(v.grad), ")");
+  }
+  const size_t n = vars_.size();
+  marked_.assign(n, 0);
+  locally_used_.assign(n, 0);
+  accumulated_used_.assign(n, 0);
+  static_unused_.assign(n, 0);
+}
+
+Reducer::~Reducer() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (completion_.joinable()) completion_.join();
+}
+
+// ---------------------------------------------------------------------------
+// Construction: agreement across ranks, bucket layout
+
+namespace {
+
+// What must match on every rank: options that shape the collectives, then
+// one line per gradient.
+std::vector<std::string> Describe(const ReducerOptions& options, const std::string& hook,
+                                  const std::vector<Tensor>& grads) {
+  std::vector<std::string> lines;
+  lines.push_back(absl::StrCat("bucket_cap_mb=", options.bucket_cap_mb, " first_bucket_mb=", options.first_bucket_mb,
+                               " find_unused_parameters=", options.find_unused_parameters,
+                               " static_graph=", options.static_graph, " uneven_inputs=", options.uneven_inputs,
+                               " comm_hook=", hook));
+  for (const Tensor& g : grads) lines.push_back(g.DebugString());
+  return lines;
+}
+
+}  // namespace
+
+absl::Status Reducer::CheckRanksAgree() {
+  std::vector<Tensor> grads;
+  for (const Variable& v : vars_) grads.push_back(v.grad);
+  const std::string text = absl::StrJoin(Describe(options_, hook_->name(), grads), "\n");
+  BRAID_ASSIGN_OR_RETURN(Tensor mine, Tensor::Empty({2}, DType::kI64));
+  mine.data<int64_t>()[0] = static_cast<int64_t>(vars_.size());
+  mine.data<int64_t>()[1] = static_cast<int64_t>(Fnv1a(text));
+  BRAID_ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({2 * size_}, DType::kI64));
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm_.AllGather(mine, all));
+  const absl::Status status = work->Wait(DeadlineIn(timeout_));
+  if (!status.ok()) return Annotate(status, absl::StrCat("rank ", rank_, ": reducer: checking the parameters"));
+  const int64_t instance = reducer_instances.fetch_add(1);
+  std::vector<int64_t> gathered(all.data<int64_t>(), all.data<int64_t>() + 2 * size_);
+  bool agree = true;
+  for (int r = 1; r < size_; ++r) agree = agree && gathered[2 * r + 1] == gathered[1] && gathered[2 * r] == gathered[0];
+  if (agree) return absl::OkStatus();
+
+  // Publish this rank's description in the store and compare with rank 0's
+  // (rank 0 with the first rank that differs), naming the first difference.
+  const std::string prefix = absl::StrCat("braid/reducer/", instance, "/rank");
+  BRAID_RETURN_IF_ERROR(group_.store().Set(absl::StrCat(prefix, rank_), text));
+  int other = 0;
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) {
+      if (gathered[2 * r + 1] != gathered[1] || gathered[2 * r] != gathered[0]) {
+        other = r;
+        break;
+      }
+    }
+  }
+  std::string counts;
+  for (int r = 0; r < size_; ++r) absl::StrAppend(&counts, r == 0 ? "" : ", ", "rank ", r, ": ", gathered[2 * r]);
+  const std::string head = absl::StrCat("rank ", rank_, ": reducer: ranks registered different gradients or options (",
+                                        "gradients per rank: ", counts, ")");
+  if (other == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat(head, "; this rank matches rank 0, another rank differs"));
+  }
+  absl::StatusOr<std::string> theirs =
+      group_.store().Get(absl::StrCat(prefix, other), DeadlineIn(std::min(timeout_, absl::Seconds(60))));
+  if (!theirs.ok()) return absl::InvalidArgumentError(absl::StrCat(head, " (details unavailable: ", theirs.status().message(), ")"));
+  const std::vector<std::string> a = absl::StrSplit(text, '\n');
+  const std::vector<std::string> b = absl::StrSplit(*theirs, '\n');
+  std::string detail;
+  if (a[0] != b[0]) {
+    detail = absl::StrCat("options differ: rank ", rank_, " has ", a[0], "; rank ", other, " has ", b[0]);
+  } else {
+    for (size_t i = 1; i < std::max(a.size(), b.size()); ++i) {
+      const std::string here = i < a.size() ? a[i] : "nothing";
+      const std::string there = i < b.size() ? b[i] : "nothing";
+      if (here != there) {
+        detail = absl::StrCat("parameter ", i - 1, " is ", here, " on rank ", rank_, " but ", there, " on rank ", other);
+        break;
+      }
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(head, ": ", detail, ". Every rank must build the same model and pass its gradients in the same order"));
+}
+
+std::vector<std::vector<int>> Reducer::ComputeBuckets(const std::vector<int>& order) const {
+  struct Open {
+    DType dtype;
+    Device device;
+    std::vector<int> vars;
+    size_t bytes = 0;
+    bool first = true;
+  };
+  const auto mb = [](double m) { return static_cast<size_t>(m * 1024 * 1024); };
+  std::vector<Open> open;
+  std::vector<std::vector<int>> closed;
+  for (int v : order) {
+    const Tensor& g = vars_[static_cast<size_t>(v)].grad;
+    auto it = std::find_if(open.begin(), open.end(),
+                           [&](const Open& o) { return o.dtype == g.dtype() && o.device == g.device(); });
+    if (it == open.end()) {
+      open.push_back(Open{g.dtype(), g.device(), {}, 0, true});
+      it = open.end() - 1;
+    }
+    it->vars.push_back(v);
+    it->bytes += g.nbytes();
+    if (it->bytes >= mb(it->first ? options_.first_bucket_mb : options_.bucket_cap_mb)) {
+      closed.push_back(std::move(it->vars));
+      it->vars.clear();
+      it->bytes = 0;
+      it->first = false;
+    }
+  }
+  for (Open& o : open) {
+    if (!o.vars.empty()) closed.push_back(std::move(o.vars));
+  }
+  // Launch order: by where each bucket's first gradient is in `order`.
+  std::vector<int> position(vars_.size());
+  for (size_t p = 0; p < order.size(); ++p) position[static_cast<size_t>(order[p])] = static_cast<int>(p);
+  std::stable_sort(closed.begin(), closed.end(), [&](const std::vector<int>& x, const std::vector<int>& y) {
+    return position[static_cast<size_t>(x.front())] < position[static_cast<size_t>(y.front())];
+  });
+  return closed;
+}
+
+absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignment) {
+  std::vector<Bucket> buckets(assignment.size());
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    const Tensor& first = vars_[static_cast<size_t>(assignment[b].front())].grad;
+    int64_t total = 0;
+    for (int v : assignment[b]) total += vars_[static_cast<size_t>(v)].grad.numel();
+    // Zeros: the first touch of the memory happens here, not in backward.
+    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device()));
+    buckets[b].grad = GradBucket{static_cast<int>(b), flat, assignment[b], size_};
+  }
+  // Slots: in view mode the values move into the new buckets.
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    int64_t offset = 0;
+    for (int v : assignment[b]) {
+      Variable& var = vars_[static_cast<size_t>(v)];
+      BRAID_ASSIGN_OR_RETURN(Tensor piece, buckets[b].grad.buffer.Narrow(0, offset, var.grad.numel()));
+      BRAID_ASSIGN_OR_RETURN(Tensor slot, piece.Reshape(var.grad.shape()));
+      if (options_.gradient_as_bucket_view) {
+        BRAID_RETURN_IF_ERROR(slot.CopyFrom(var.slot.defined() ? var.slot : var.grad));
+      }
+      var.slot = slot;
+      var.bucket = static_cast<int>(b);
+      offset += var.grad.numel();
+    }
+  }
+  buckets_ = std::move(buckets);
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::RebuildBuckets() {
+  // Rank 0's arrival order, completed with the parameters it never saw
+  // (in reverse index order), shared with everyone.
+  const int n = num_parameters();
+  BRAID_ASSIGN_OR_RETURN(Tensor order, Tensor::Empty({n}, DType::kI64));
+  {
+    MutexLock lock(&mu_);
+    std::vector<char> seen(static_cast<size_t>(n), 0);
+    int p = 0;
+    for (int v : arrival_) {
+      order.data<int64_t>()[p++] = v;
+      seen[static_cast<size_t>(v)] = 1;
+    }
+    for (int v = n - 1; v >= 0; --v) {
+      if (!seen[static_cast<size_t>(v)]) order.data<int64_t>()[p++] = v;
+    }
+    arrival_.clear();
+    rebuilt_ = true;
+  }
+  if (n == 0) return absl::OkStatus();
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm_.Broadcast(order, 0));
+  BRAID_RETURN_IF_ERROR(Annotate(work->Wait(DeadlineIn(timeout_)),
+                                 absl::StrCat("rank ", rank_, ": reducer: sharing rank 0's gradient order")));
+  std::vector<int> ordered(static_cast<size_t>(n));
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (int p = 0; p < n; ++p) {
+    const int64_t v = order.data<int64_t>()[p];
+    if (v < 0 || v >= n || seen[static_cast<size_t>(v)]) {
+      return absl::InternalError(absl::StrCat("rank ", rank_, ": reducer: rank 0's gradient order is not a permutation"));
+    }
+    seen[static_cast<size_t>(v)] = 1;
+    ordered[static_cast<size_t>(p)] = static_cast<int>(v);
+  }
+  std::vector<std::vector<int>> assignment = ComputeBuckets(ordered);
+  if (assignment == BucketAssignment()) return absl::OkStatus();
+  BRAID_LOG(INFO) << "reducer: rebuilt " << assignment.size() << " buckets in the order gradients arrived on rank 0";
+  return BuildBuckets(assignment);
+}
+
+std::vector<std::vector<int>> Reducer::BucketAssignment() const {
+  std::vector<std::vector<int>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.grad.parameters);
+  return out;
+}
+
+const Tensor& Reducer::gradient(int index) const {
+  const Variable& v = vars_.at(static_cast<size_t>(index));
+  return options_.gradient_as_bucket_view ? v.slot : v.grad;
+}
+
+std::vector<int> Reducer::unused_parameters() const {
+  MutexLock lock(&mu_);
+  return unused_;
+}
+
+ReducerStats Reducer::last_stats() const {
+  MutexLock lock(&mu_);
+  return stats_;
+}
+
+std::string Reducer::Labels(const std::vector<int>& indices) const {
+  std::vector<std::string> labels;
+  for (int v : indices) labels.push_back(vars_[static_cast<size_t>(v)].label);
+  return absl::StrJoin(labels, ", ");
+}
+
+absl::Status Reducer::AllReduceSmall(Tensor& t, ReduceOp op) {
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm_.AllReduce(t, op));
+  return work->Wait(DeadlineIn(timeout_));
+}
+
+// ---------------------------------------------------------------------------
+// Iterations
+
+absl::Status Reducer::PrepareForBackward() { return StartIteration(/*shadow=*/false); }
+
+absl::Status Reducer::StartIteration(bool shadow) {
+  bool sync = true;
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    if (in_iteration_) {
+      // Nothing marked and nothing issued: a forward without backward; start over.
+      const bool restartable = marked_count_ == 0 && next_launch_ == 0 && !(syncing_ && options_.uneven_inputs);
+      if (!restartable) {
+        std::vector<int> missing;
+        for (int v = 0; v < num_parameters(); ++v) {
+          if (!marked_[static_cast<size_t>(v)]) missing.push_back(v);
+        }
+        broken_ = absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank_, ": reducer: PrepareForBackward: the previous iteration (", iteration_,
+            ") was never finished: Finalize() was not called",
+            missing.empty() ? "" : absl::StrCat(", and these gradients were never marked ready: ", Labels(missing)),
+            ". Call Finalize() after every backward pass, and MarkReady(i) for every parameter whose gradient was "
+            "computed; if some parameters take no part in the loss, build the Reducer with "
+            "find_unused_parameters = true (or static_graph = true when the unused set never changes). "
+            "The reducer cannot continue"));
+        comm_.Abort(broken_);
+        return broken_;
+      }
+      in_iteration_ = false;
+    }
+    sync = shadow || no_sync_depth_ == 0;
+  }
+  if (sync && !shadow && options_.uneven_inputs) {
+    // "Still training": ranks in Join() contribute 0 and shadow this iteration.
+    BRAID_ASSIGN_OR_RETURN(Tensor flag, Tensor::Empty({1}, DType::kI32));
+    flag.data<int32_t>()[0] = 1;
+    BRAID_RETURN_IF_ERROR(Annotate(AllReduceSmall(flag, ReduceOp::kSum),
+                                   absl::StrCat("rank ", rank_, ": reducer: agreeing which ranks still train")));
+  }
+  MutexLock lock(&mu_);
+  in_iteration_ = true;
+  syncing_ = sync;
+  shadow_ = shadow;
+  std::fill(marked_.begin(), marked_.end(), 0);
+  marked_count_ = 0;
+  if (!sync) return absl::OkStatus();
+  ++iteration_;
+  std::fill(locally_used_.begin(), locally_used_.end(), 0);
+  next_launch_ = 0;
+  finished_ = 0;
+  iteration_error_ = absl::OkStatus();
+  launch_blocked_ = absl::ZeroDuration();
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int>(b.grad.parameters.size());
+    b.launched = false;
+  }
+  prepare_time_ = absl::Now();
+  if (static_known_ && !shadow) {
+    // static_graph: the unused set is known, so no bucket waits for it.
+    for (int v = 0; v < num_parameters(); ++v) {
+      if (!static_unused_[static_cast<size_t>(v)]) continue;
+      marked_[static_cast<size_t>(v)] = 1;
+      FillSlot(v, Fill::kZero);
+      --buckets_[static_cast<size_t>(vars_[static_cast<size_t>(v)].bucket)].pending;
+    }
+    LaunchReadyBuckets();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::MarkReady(int index) {
+  if (index < 0 || index >= num_parameters()) {
+    return absl::OutOfRangeError(absl::StrCat("rank ", rank_, ": reducer: MarkReady(", index,
+                                              "): the reducer has parameters 0..", num_parameters() - 1));
+  }
+  const size_t i = static_cast<size_t>(index);
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    if (!in_iteration_) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", rank_, ": reducer: MarkReady(", index,
+                                                        ") outside an iteration: call PrepareForBackward() first"));
+    }
+    if (marked_[i]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank_, ": reducer: ", vars_[i].label, " marked ready twice in iteration ", iteration_,
+          " (ignored). Mark each gradient once, when it is final; a parameter used twice in the forward pass "
+          "is marked after both contributions are accumulated"));
+    }
+    marked_[i] = 1;
+    ++marked_count_;
+    if (!syncing_) {
+      accumulated_used_[i] = 1;
+      return absl::OkStatus();
+    }
+    locally_used_[i] = 1;
+    if (!rebuilt_) arrival_.push_back(index);
+  }
+  // Outside the lock: threads marking different gradients copy in parallel.
+  FillSlot(index, Fill::kCopy);
+  MutexLock lock(&mu_);
+  if (--buckets_[static_cast<size_t>(vars_[i].bucket)].pending == 0) {
+    const absl::Time start = absl::Now();
+    LaunchReadyBuckets();
+    launch_blocked_ += absl::Now() - start;
+  }
+  return absl::OkStatus();
+}
+
+void Reducer::FillSlot(int index, Fill fill) {
+  const Variable& v = vars_[static_cast<size_t>(index)];
+  if (fill == Fill::kZero) {
+    std::memset(v.slot.data(), 0, v.slot.nbytes());
+  } else if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
+    BRAID_CHECK_OK(Tensor(v.slot).CopyFrom(v.grad));  // same dtype, numel, both contiguous: cannot fail
+  }
+}
+
+void Reducer::LaunchReadyBuckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_];
+    b.launched = true;
+    b.launch_time = absl::Now();
+    completion_queue_.push_back(Pending{static_cast<int>(next_launch_), hook_->Launch(comm_, b.grad)});
+    ++next_launch_;
+  }
+}
+
+void Reducer::CompletionLoop() {
+  for (;;) {
+    Pending pending{0, absl::UnknownError("unset")};
+    bool shadow = false;
+    std::vector<int> copy_out;
+    absl::Time launched;
+    {
+      MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !completion_queue_.empty() || stopping_; };
+      Await(&mu_, absl::Condition(&ready));
+      if (completion_queue_.empty()) return;
+      pending = std::move(completion_queue_.front());
+      completion_queue_.pop_front();
+      shadow = shadow_;
+      launched = buckets_[static_cast<size_t>(pending.bucket)].launch_time;
+      // Gradients copied in get the average copied back now, during backward;
+      // the rest (unused here) wait for Finalize's decision.
+      if (!options_.gradient_as_bucket_view && !shadow) {
+        for (int v : buckets_[static_cast<size_t>(pending.bucket)].grad.parameters) {
+          if (locally_used_[static_cast<size_t>(v)]) copy_out.push_back(v);
+        }
+      }
+    }
+    Bucket& bucket = buckets_[static_cast<size_t>(pending.bucket)];
+    absl::Status status = pending.work.status();
+    if (status.ok()) status = (*pending.work)->Wait(launched + timeout_ + absl::Seconds(5));
+    if (status.ok()) status = hook_->Finish(bucket.grad);
+    if (status.ok()) {
+      for (int v : copy_out) {
+        const Variable& var = vars_[static_cast<size_t>(v)];
+        status.Update(Tensor(var.grad).CopyFrom(var.slot));
+      }
+    }
+    MutexLock lock(&mu_);
+    bucket.done_time = absl::Now();
+    if (!status.ok() && iteration_error_.ok()) {
+      iteration_error_ = Annotate(status, absl::StrCat("rank ", rank_, ": reducer: bucket ", pending.bucket, " of iteration ",
+                                                       iteration_, " (", hook_->name(), ")"));
+    }
+    ++finished_;
+  }
+}
+
+absl::Status Reducer::WaitForBuckets(Deadline deadline) {
+  MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == buckets_.size(); };
+  if (!AwaitWithDeadline(&mu_, absl::Condition(&done), deadline)) {
+    broken_ = absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": reducer: iteration ", iteration_, ": ",
+                                                       buckets_.size() - finished_, " of ", buckets_.size(),
+                                                       " buckets still reducing at the deadline"));
+    return broken_;
+  }
+  return iteration_error_;
+}
+
+absl::Status Reducer::Finalize() { return FinishIteration(); }
+
+absl::Status Reducer::FinishIteration() {
+  const absl::Time entry = absl::Now();
+  std::vector<int> missing;
+  bool shadow = false;
+  bool detect = false;
+  Tensor used;
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    if (!in_iteration_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", rank_, ": reducer: Finalize() without PrepareForBackward()"));
+    }
+    if (!syncing_) {
+      in_iteration_ = false;
+      return absl::OkStatus();
+    }
+    shadow = shadow_;
+    detect = options_.find_unused_parameters || (options_.static_graph && !static_known_);
+    for (int v = 0; v < num_parameters(); ++v) {
+      const size_t i = static_cast<size_t>(v);
+      if (marked_[i]) continue;
+      if (accumulated_used_[i] && !shadow) {
+        // Used in a NoSync iteration: its accumulated gradient is reduced.
+        FillSlot(v, Fill::kCopy);
+        locally_used_[i] = 1;
+      } else {
+        FillSlot(v, Fill::kZero);
+        if (!shadow && !detect && !options_.find_unused_parameters) missing.push_back(v);
+      }
+      marked_[i] = 1;
+      --buckets_[static_cast<size_t>(vars_[i].bucket)].pending;
+    }
+    LaunchReadyBuckets();
+    if (detect) {
+      absl::StatusOr<Tensor> t = Tensor::Empty({num_parameters()}, DType::kI32);
+      if (!t.ok()) return t.status();
+      used = *t;
+      for (int v = 0; v < num_parameters(); ++v) {
+        used.data<int32_t>()[v] = shadow ? 0 : locally_used_[static_cast<size_t>(v)];
+      }
+    }
+  }
+  // After every bucket, in the same order on every rank.
+  absl::Status status;
+  if (detect) {
+    status = Annotate(AllReduceSmall(used, ReduceOp::kSum),
+                      absl::StrCat("rank ", rank_, ": reducer: agreeing on unused parameters"));
+  }
+  status.Update(WaitForBuckets(DeadlineIn(timeout_ + absl::Seconds(10))));
+  const absl::Time waited = absl::Now();
+  bool rebuild = false;
+  int64_t iteration = 0;
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    iteration = iteration_;
+    if (status.ok()) {
+      std::vector<char> unused(vars_.size(), 0);
+      if (detect) {
+        for (size_t v = 0; v < vars_.size(); ++v) unused[v] = used.data<int32_t>()[v] == 0;
+        if (options_.static_graph && !static_known_) {
+          static_unused_ = unused;
+          static_known_ = true;
+        }
+      } else if (static_known_) {
+        unused = static_unused_;
+      }
+      unused_.clear();
+      for (size_t v = 0; v < vars_.size(); ++v) {
+        if (unused[v]) unused_.push_back(static_cast<int>(v));
+        // Zero here but used elsewhere: the average still lands in its gradient.
+        if (!unused[v] && !locally_used_[v] && !shadow && !options_.gradient_as_bucket_view) {
+          status.Update(vars_[v].grad.CopyFrom(vars_[v].slot));
+        }
+      }
+    }
+    if (!shadow) std::fill(accumulated_used_.begin(), accumulated_used_.end(), 0);
+    in_iteration_ = false;
+
+    // Statistics: the buckets run one after another on the communicator.
+    ReducerStats stats;
+    stats.iteration = iteration_;
+    stats.backward = entry - prepare_time_;
+    absl::Time previous = absl::InfinitePast();
+    for (const Bucket& b : buckets_) {
+      const absl::Time start = std::max(b.launch_time, previous);
+      if (b.done_time > start) stats.communication += b.done_time - start;
+      previous = b.done_time;
+      stats.bytes += b.grad.buffer.nbytes();
+    }
+    stats.buckets = static_cast<int>(buckets_.size());
+    stats.exposed = std::min(stats.communication, (waited - entry) + launch_blocked_);
+    stats.hidden = stats.communication - stats.exposed;
+    stats.overlap = stats.communication > absl::ZeroDuration() ? stats.hidden / stats.communication : 1.0;
+    stats_ = stats;
+    BRAID_LOG(INFO) << "reducer: iteration " << stats.iteration << ": backward "
+                    << absl::FormatDuration(stats.backward) << ", communication "
+                    << absl::FormatDuration(stats.communication) << " (" << absl::FormatDuration(stats.exposed)
+                    << " exposed, " << static_cast<int>(stats.overlap * 100 + 0.5) << "% hidden), "
+                    << stats.buckets << " buckets, " << stats.bytes << " bytes" << (shadow ? " (joined, shadowing)" : "");
+    rebuild = status.ok() && !rebuilt_;
+  }
+  if (rebuild) status.Update(RebuildBuckets());
+  if (!status.ok()) return status;
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": reducer: Finalize in iteration ", iteration, ": ", missing.size(),
+        " gradient(s) never marked ready: ", Labels(missing),
+        ". They were reduced as zeros so the other ranks do not hang. Call MarkReady(i) for every parameter once its "
+        "gradient is computed; if these parameters take no part in the loss, build the Reducer with "
+        "find_unused_parameters = true (or static_graph = true when the unused set never changes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::Join() {
+  if (!options_.uneven_inputs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": reducer: Join() needs ReducerOptions::uneven_inputs = true on every rank"));
+  }
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    if (in_iteration_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", rank_, ": reducer: Join() inside an iteration: call Finalize() first"));
+    }
+  }
+  int64_t shadowed = 0;
+  for (;;) {
+    BRAID_ASSIGN_OR_RETURN(Tensor flag, Tensor::Empty({1}, DType::kI32));
+    flag.data<int32_t>()[0] = 0;
+    BRAID_RETURN_IF_ERROR(Annotate(AllReduceSmall(flag, ReduceOp::kSum),
+                                   absl::StrCat("rank ", rank_, ": reducer: Join")));
+    if (flag.data<int32_t>()[0] == 0) break;  // every rank has joined
+    BRAID_RETURN_IF_ERROR(StartIteration(/*shadow=*/true));
+    BRAID_RETURN_IF_ERROR(FinishIteration());  // marks everything as zeros and reduces
+    ++shadowed;
+  }
+  BRAID_LOG(INFO) << "reducer: joined; shadowed " << shadowed << " iterations of the other ranks";
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+
+absl::Status Reducer::BroadcastParameters(ProcessGroup& group, absl::Span<const Tensor> parameters, int root,
+                                          absl::optional<absl::Duration> timeout) {
+  const std::string where = absl::StrCat("rank ", group.rank(), ": BroadcastParameters: ");
+  if (root < 0 || root >= group.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "root ", root, " outside 0..", group.size() - 1));
+  }
+  absl::Duration limit;
+  if (timeout.has_value()) {
+    limit = *timeout;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(limit, DefaultTimeout());
+  }
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].defined() || !parameters[i].IsContiguous() || !parameters[i].device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "parameter ", i, " (", parameters[i].DebugString(),
+                                                     ") must be a contiguous CPU tensor"));
+    }
+  }
+  // One message per dtype: parameters packed in order.
+  for (DType dtype : kAllDTypes) {
+    int64_t total = 0;
+    for (const Tensor& p : parameters) total += p.dtype() == dtype ? p.numel() : 0;
+    if (total == 0) continue;
+    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Empty({total}, dtype));
+    auto each = [&](auto&& fn) -> absl::Status {
+      int64_t offset = 0;
+      for (const Tensor& p : parameters) {
+        if (p.dtype() != dtype) continue;
+        BRAID_ASSIGN_OR_RETURN(Tensor piece, flat.Narrow(0, offset, p.numel()));
+        BRAID_RETURN_IF_ERROR(fn(piece, p));
+        offset += p.numel();
+      }
+      return absl::OkStatus();
+    };
+    if (group.rank() == root) {
+      BRAID_RETURN_IF_ERROR(each([](Tensor& piece, const Tensor& p) { return piece.CopyFrom(p); }));
+    }
+    BRAID_ASSIGN_OR_RETURN(WorkHandle work, group.comm().Broadcast(flat, root));
+    BRAID_RETURN_IF_ERROR(Annotate(work->Wait(DeadlineIn(limit)), absl::StrCat(where, DTypeName(dtype), " parameters")));
+    if (group.rank() != root) {
+      BRAID_RETURN_IF_ERROR(each([](Tensor& piece, const Tensor& p) { return Tensor(p).CopyFrom(piece); }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braid

@@ -1,0 +1,292 @@
+// Reducer: data-parallel gradient averaging for a C++ trainer (DDP's Reducer
+// without PyTorch).
+//
+// The trainer hands the reducer views of its gradient tensors (any mix of
+// dtypes and devices, in parameter order) and, every iteration, calls
+//
+//   BRAID_RETURN_IF_ERROR(reducer->PrepareForBackward());
+//   ... backward: as each gradient i is written, reducer->MarkReady(i) ...
+//   BRAID_RETURN_IF_ERROR(reducer->Finalize());   // grads now hold the average
+//   ... optimizer step ...
+//
+// Gradients are packed into buckets: one dtype and device each, filled in
+// reverse parameter order (backward produces the last layer first), the first
+// bucket capped at `first_bucket_mb`, the others at `bucket_cap_mb` (a bucket
+// closes once it reaches its cap, so one large tensor makes a bucket of its
+// own). The moment a bucket's last gradient is marked, its all-reduce is
+// issued asynchronously, so communication overlaps the rest of backward;
+// buckets are always issued in the same order on every rank (a bucket that
+// fills early waits for the ones before it). A completion thread finishes
+// each bucket as its all-reduce ends (the hook's decompression, the copy of
+// the average back into the trainer's gradients), also during backward.
+// After the first synchronized iteration the buckets are rebuilt once in the
+// order gradients really arrived on rank 0 (broadcast to everyone).
+//
+// Averaging divides by the world size (also while some ranks have joined,
+// as DDP does). The default all-reduce gives bit-identical results on every
+// rank (each element's sum is reduced and divided once, by its owner).
+//
+// Threads: MarkReady may be called from any number of threads at once (each
+// gradient once per iteration); the other methods from one thread at a time.
+// The trainer must not touch a gradient between MarkReady and Finalize: the
+// reducer reads it, and writes the average back into it, in the background.
+//
+// Collective calls (every rank calls them, in the same order): Create,
+// PrepareForBackward (with uneven_inputs), Finalize, Join, BroadcastParameters.
+// Every wait has a deadline (options.timeout, default BRAID_TIMEOUT_SEC).
+#ifndef BRAID_RUNTIME_REDUCER_H_
+#define BRAID_RUNTIME_REDUCER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "absl/types/span.h"
+#include "collectives/communicator.h"
+#include "runtime/process_group.h"
+#include "tensor/tensor.h"
+
+namespace braid {
+
+// One bucket as a communication hook sees it.
+struct GradBucket {
+  int index = 0;             // position in the launch order (same on every rank)
+  Tensor buffer;             // flat, contiguous, one dtype: this rank's gradients, then the average
+  std::vector<int> parameters;  // the parameter indices packed in `buffer`, in order
+  int world_size = 1;
+};
+
+// How a bucket is reduced. The default averages with one all-reduce; the
+// compression hooks send f16 / bf16 instead of f32 / f64. Users may write
+// their own: Launch issues collectives (never waits on peers) and returns
+// the Work that ends them; after it completes, Finish must leave the average
+// in bucket.buffer.
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  // For messages and the construction check (ranks must agree on it).
+  virtual std::string name() const = 0;
+  // Called with the reducer's lock held, on the thread whose MarkReady (or
+  // Finalize) completed the bucket, in bucket order, once per bucket per
+  // synchronized iteration.
+  virtual absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) = 0;
+  // Called on the reducer's completion thread after Launch's Work ended OK.
+  virtual absl::Status Finish(GradBucket& bucket) { return absl::OkStatus(); }
+};
+
+// All-reduce with ReduceOp::kAvg (the default).
+std::shared_ptr<CommHook> AllReduceHook();
+// f32/f64 buckets are divided by the world size, rounded to f16 (or bf16),
+// summed, and widened back; other dtypes use the plain all-reduce. Halves
+// the bytes on the wire at the cost of precision (f16: ~3 decimal digits,
+// and values beyond 65504 overflow; bf16: f32's range, ~2-3 digits).
+std::shared_ptr<CommHook> Fp16CompressHook();
+std::shared_ptr<CommHook> Bf16CompressHook();
+
+struct ReducerOptions {
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  // Buckets own the gradient memory and gradient(i) returns the view into
+  // it: the trainer writes its gradients there (no copy in, no copy out).
+  // The initial values of the gradients given to Create are copied in.
+  // The views move once, when the buckets are rebuilt after the first
+  // synchronized iteration: read gradient(i) again after each Finalize().
+  bool gradient_as_bucket_view = false;
+  // Parameters may go unmarked in an iteration: Finalize counts them as zero
+  // gradients on this rank, and all ranks agree (one small all-reduce) which
+  // were unused everywhere; those keep their gradients untouched (zero with
+  // gradient_as_bucket_view) and are listed by unused_parameters().
+  bool find_unused_parameters = false;
+  // The set of used parameters is the same every iteration: it is found in
+  // the first synchronized iteration (as find_unused_parameters), and later
+  // iterations treat the same parameters as unused without the all-reduce,
+  // marking them ready up front so no bucket waits for them.
+  bool static_graph = false;
+  // Ranks may run out of data at different times: every synchronized
+  // PrepareForBackward all-reduces a small "still training" flag, so a rank
+  // that called Join() can shadow the others' collectives.
+  bool uneven_inputs = false;
+  // null: AllReduceHook().
+  std::shared_ptr<CommHook> comm_hook;
+  // Names for messages ("fc1.weight"); empty, or one per gradient.
+  std::vector<std::string> parameter_names;
+  // Deadline of every wait; default BRAID_TIMEOUT_SEC.
+  absl::optional<absl::Duration> timeout;
+};
+
+// One synchronized iteration, as measured by the reducer.
+struct ReducerStats {
+  int64_t iteration = 0;          // synchronized iterations finished, this one included
+  absl::Duration backward;        // PrepareForBackward -> Finalize
+  absl::Duration communication;   // time some bucket's reduction was in flight
+  absl::Duration exposed;         // of that, the time the trainer waited (Finalize, inline launches)
+  absl::Duration hidden;          // communication - exposed: overlapped with backward
+  double overlap = 0;             // hidden / communication (1 = fully hidden)
+  int buckets = 0;
+  size_t bytes = 0;               // gradient bytes reduced
+};
+
+class Reducer {
+ public:
+  // Collective. Checks that every rank registered the same number, shapes
+  // and dtypes of gradients and the same options (kInvalidArgument naming
+  // the first parameter that differs and the ranks), and builds the buckets.
+  // `group` must outlive the reducer. Gradients must be contiguous.
+  static absl::StatusOr<std::unique_ptr<Reducer>> Create(ProcessGroup& group, std::vector<Tensor> gradients,
+                                                         ReducerOptions options = {});
+  // Waits (bounded by the deadline) for reductions still in flight.
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Starts an iteration; synchronized unless a NoSync scope is open. Fails
+  // (kFailedPrecondition, naming the parameters never marked and saying what
+  // to do) if the previous iteration marked gradients but never finished.
+  // With uneven_inputs, a synchronized call is collective.
+  absl::Status PrepareForBackward();
+  // Gradient `index` is final for this iteration. Thread-safe, cheap (a copy
+  // into the bucket, and maybe an asynchronous launch). Errors: index out
+  // of range (kOutOfRange), marked twice or outside an iteration
+  // (kFailedPrecondition); the iteration goes on.
+  absl::Status MarkReady(int index);
+  // Collective in synchronized iterations. Blocks until every bucket is
+  // reduced and the average is in the trainer's gradients (or the bucket
+  // views). Without find_unused_parameters, gradients never marked are an
+  // error naming them (the others are still reduced, so peers do not hang).
+  // In a NoSync iteration it only ends the iteration.
+  absl::Status Finalize();
+
+  // While one is alive, iterations are not synchronized: the trainer keeps
+  // accumulating into its gradients, and the next synchronized iteration
+  // reduces the accumulated sums (gradients marked during NoSync
+  // iterations count as used then, even if not marked again).
+  class NoSyncScope {
+   public:
+    NoSyncScope(NoSyncScope&& other) noexcept : reducer_(other.reducer_) { other.reducer_ = nullptr; }
+    NoSyncScope(const NoSyncScope&) = delete;
+    NoSyncScope& operator=(const NoSyncScope&) = delete;
+    NoSyncScope& operator=(NoSyncScope&&) = delete;
+    ~NoSyncScope();
+
+   private:
+    friend class Reducer;
+    explicit NoSyncScope(Reducer* reducer) : reducer_(reducer) {}
+    Reducer* reducer_;
+  };
+  NoSyncScope NoSync();
+
+  // For a rank that ran out of data (needs uneven_inputs): shadows the other
+  // ranks' synchronized iterations with zero gradients (the trainer's
+  // gradients are not touched) until every rank has called Join. Collective;
+  // every rank calls it once, after its last iteration.
+  absl::Status Join();
+
+  // The gradient as the reducer holds it: the trainer's own tensor, or the
+  // bucket view with gradient_as_bucket_view.
+  const Tensor& gradient(int index) const;
+  int num_parameters() const { return static_cast<int>(vars_.size()); }
+  // The parameter indices of each bucket, in launch order.
+  std::vector<std::vector<int>> BucketAssignment() const;
+  // Parameters unused on every rank in the last synchronized iteration.
+  std::vector<int> unused_parameters() const;
+  ReducerStats last_stats() const;
+
+  // Root's tensors to every rank's (matching shapes and dtypes on every
+  // rank; packed into one message per dtype). Collective, blocking.
+  static absl::Status BroadcastParameters(ProcessGroup& group, absl::Span<const Tensor> parameters, int root,
+                                          absl::optional<absl::Duration> timeout = absl::nullopt);
+
+ private:
+  struct Variable {
+    Tensor grad;      // the trainer's
+    Tensor slot;      // its place in its bucket's buffer
+    int bucket = -1;
+    std::string label;  // "parameter 3 (fc2.weight, float32[10, 512])"
+  };
+  struct Bucket {
+    GradBucket grad;  // buffer, parameters, index
+    int pending = 0;  // parameters not yet ready this iteration
+    bool launched = false;
+    WorkHandle work;
+    absl::Time launch_time;
+    absl::Time done_time;
+  };
+  struct Pending {
+    int bucket;
+    absl::StatusOr<WorkHandle> work;
+  };
+
+  Reducer(ProcessGroup& group, std::vector<Tensor> gradients, ReducerOptions options, absl::Duration timeout);
+  absl::Status CheckRanksAgree();
+  absl::Status DescribeMismatch(const std::vector<int64_t>& gathered);
+  // Buckets for `order` (parameter indices, first = first to be reduced).
+  std::vector<std::vector<int>> ComputeBuckets(const std::vector<int>& order) const;
+  absl::Status BuildBuckets(const std::vector<std::vector<int>>& assignment);
+  absl::Status RebuildBuckets();
+
+  absl::Status StartIteration(bool shadow);
+  absl::Status FinishIteration();
+  // Marks `index` ready in a synchronized iteration; `fill` says how to put
+  // its value into the bucket (copy the trainer's gradient, zero, nothing).
+  enum class Fill { kCopy, kZero, kNone };
+  void FillSlot(int index, Fill fill);
+  void LaunchReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompletionLoop();
+  absl::Status WaitForBuckets(Deadline deadline);
+  std::string Labels(const std::vector<int>& indices) const;
+  void EndNoSync();
+  absl::Status AllReduceSmall(Tensor& t, ReduceOp op);
+
+  ProcessGroup& group_;
+  Communicator& comm_;
+  const int rank_;
+  const int size_;
+  const ReducerOptions options_;
+  const absl::Duration timeout_;
+  std::shared_ptr<CommHook> hook_;
+  std::vector<Variable> vars_;
+  std::vector<Bucket> buckets_;  // rebuilt only between iterations (no reduction in flight)
+
+  // Iteration state. The per-iteration vectors are written under mu_ and
+  // read without it only by the single thread that owns the iteration
+  // (PrepareForBackward/Finalize), between iterations.
+  mutable absl::Mutex mu_;
+  bool in_iteration_ ABSL_GUARDED_BY(mu_) = false;
+  bool syncing_ ABSL_GUARDED_BY(mu_) = false;
+  bool shadow_ ABSL_GUARDED_BY(mu_) = false;  // a joined rank shadowing the others
+  int no_sync_depth_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;  // synchronized iterations started
+  std::vector<char> marked_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> locally_used_ ABSL_GUARDED_BY(mu_);      // marked this synchronized iteration (with data)
+  std::vector<char> accumulated_used_ ABSL_GUARDED_BY(mu_);  // marked in NoSync iterations since the last sync
+  int marked_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> arrival_ ABSL_GUARDED_BY(mu_);  // marking order in the first synchronized iteration
+  size_t next_launch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Pending> completion_queue_ ABSL_GUARDED_BY(mu_);
+  size_t finished_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status iteration_error_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);  // sticky: the reducer cannot go on
+  absl::Duration launch_blocked_ ABSL_GUARDED_BY(mu_);  // time spent inside hook launches
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool rebuilt_ ABSL_GUARDED_BY(mu_) = false;
+  bool static_known_ ABSL_GUARDED_BY(mu_) = false;  // static_graph: unused set found
+  std::vector<char> static_unused_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> unused_ ABSL_GUARDED_BY(mu_);
+  absl::Time prepare_time_ ABSL_GUARDED_BY(mu_);
+  ReducerStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread completion_;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_RUNTIME_REDUCER_H_
