@@ -152,7 +152,19 @@ absl::StatusOr<std::string> Agent::Master(const RendezvousResult& members) {
   if (o_.rdzv_backend == "static" && !single) {
     return absl::StrCat(addr, ":", o_.master_port > 0 ? o_.master_port : kDefaultMasterPort);
   }
-  if (o_.master_port > 0) return absl::StrCat(addr, ":", o_.master_port);
+  if (o_.master_port > 0) {
+    if (members.node_rank == 0) {
+      // Rank 0 of a PyTorch script will bind it (on every interface): say
+      // now, by name, if something already holds it.
+      absl::StatusOr<TcpListener> probe = TcpListener::Listen("0.0.0.0", static_cast<uint16_t>(o_.master_port));
+      if (!probe.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("--master-port ", o_.master_port, " is already in use on this host (", probe.status().message(),
+                         "): choose a free port, or leave --master-port out to get one"));
+      }
+    }
+    return absl::StrCat(addr, ":", o_.master_port);
+  }
   if (members.node_rank == 0) {
     // A fresh free port per round, so two jobs (or two rounds) never collide.
     BRAID_ASSIGN_OR_RETURN(uint16_t port, FreePort(single ? addr : members.nodes[0].addr));

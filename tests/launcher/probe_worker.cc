@@ -4,8 +4,8 @@
 // record times on request. Flags (all optional):
 //   --env                 print the contract variables and fail if one is missing
 //   --allreduce           InitFromEnv, barrier, an int64 all-reduce checked exactly
-//   --fail-rank=R --fail-attempt=K --exit-code=C
-//                         on rank R in restart K, fail with exit code C (after the
+//   --fail-rank=R --fail-attempt=K|all --exit-code=C
+//                         on rank R in restart K (or every one), fail with exit code C (after the
 //                         all-reduce when there is one); C=-N raises signal N
 //   --error-file          when failing, write TORCHELASTIC_ERROR_FILE first
 //   --pid-dir=DIR         write DIR/<rank>.pid at start
@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
 
   const std::string fail_rank = Flag(argc, argv, "--fail-rank");
   if (!fail_rank.empty() && fail_rank == absl::StrCat(rank) &&
-      Flag(argc, argv, "--fail-attempt", "0") == absl::StrCat(attempt)) {
+      (Flag(argc, argv, "--fail-attempt", "0") == absl::StrCat(attempt) ||
+       Flag(argc, argv, "--fail-attempt") == "all")) {
     int code = 1;
     (void)absl::SimpleAtoi(Flag(argc, argv, "--exit-code", "1"), &code);
     std::fprintf(stderr, "probe_worker: rank %d failing on purpose in attempt %d\n", rank, attempt);
