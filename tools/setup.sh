@@ -18,6 +18,7 @@ PACKAGES=(
   python3           # small tools and the bench plots
   procps            # ps/pkill used by the launcher tests
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
+  python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
 )
 
 fail() {
@@ -57,6 +58,8 @@ for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h; do
 done
 [[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ]] || fail "missing Open MPI headers (libopenmpi-dev)"
 command -v mpirun >/dev/null || fail "mpirun not on PATH (openmpi-bin)"
+/usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
+  fail "/usr/bin/python3 cannot import torch.distributed (python3-torch)"
 
 # CUDA is optional: only --config=cuda needs it.
 if [[ -x /usr/local/cuda/bin/nvcc && -f /usr/local/cuda/include/nccl.h ]]; then
