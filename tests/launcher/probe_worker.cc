@@ -12,7 +12,8 @@
 //   --sleep=S             sleep S seconds before exiting
 //   --wait-world=N        while WORLD_SIZE < N, sleep (a restart will come)
 //   --barrier-times=DIR   after the first barrier, write DIR/<attempt>.<rank> with
-//                         CLOCK_REALTIME in ns (the start-up bench reads it)
+//                         CLOCK_REALTIME in ns, and DIR/died.<rank> when failing
+//                         on purpose (bench/launcher_bench.sh reads them)
 #include <signal.h>
 #include <unistd.h>
 
@@ -136,6 +137,9 @@ int main(int argc, char** argv) {
                 absl::StrCat("{\"message\": {\"message\": \"ProbeError: rank ", rank, " gave up\"}}\n"));
     }
     std::fflush(stderr);
+    if (std::string dir = Flag(argc, argv, "--barrier-times"); !dir.empty()) {
+      WriteFile(absl::StrCat(dir, "/died.", rank), absl::StrCat(absl::ToUnixNanos(absl::Now())));
+    }
     if (code < 0) raise(-code);
     std::_Exit(code);  // no group teardown: the others see a dead peer
   }
