@@ -215,6 +215,15 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
     spec.label = "mpirun";
     spec.argv = {"mpirun", "--oversubscribe", "-np", absl::StrCat(nproc)};
     if (geteuid() == 0) spec.argv.push_back("--allow-run-as-root");
+    // Each rank gets torchrun's per-rank variables from Open MPI's.
+    const std::string dir = absl::StrCat(files_dir_, "/attempt_", members.round);
+    spec.argv.insert(spec.argv.end(),
+                     {"/bin/sh", "-c",
+                      absl::StrCat("export RANK=$OMPI_COMM_WORLD_RANK LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK "
+                                   "ROLE_RANK=$OMPI_COMM_WORLD_RANK TORCHELASTIC_ERROR_FILE=",
+                                   dir, "/$OMPI_COMM_WORLD_RANK/error.json; mkdir -p ", dir,
+                                   "/$OMPI_COMM_WORLD_RANK; exec \"$@\""),
+                      "braidrun-worker"});
     spec.argv.insert(spec.argv.end(), command.begin(), command.end());
     spec.env = base;
     specs.push_back(std::move(spec));

@@ -1,5 +1,6 @@
 // TcpStore: the store's client. One connection, one request in flight,
 // serialized by mu_. See tcp_store.h for the protocol.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -104,8 +105,11 @@ absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::st
   if (absl::Status sent = SendAll(fd_.get(), Bytes(frame), DeadlineIn(io_timeout_)); !sent.ok()) {
     return fail(sent);
   }
-  const Deadline recv_deadline =
-      wait_deadline == absl::InfiniteFuture() ? wait_deadline : wait_deadline + kServerGrace;
+  // A deadline already passed still gets the server's answer (the key may
+  // exist): the grace counts from now then, not from the past deadline.
+  const Deadline recv_deadline = wait_deadline == absl::InfiniteFuture()
+                                     ? wait_deadline
+                                     : std::max(wait_deadline, absl::Now()) + kServerGrace;
   char header[store_internal::kFrameHeaderBytes];
   if (absl::Status got = RecvAll(fd_.get(), AsWritableBytes(header), recv_deadline); !got.ok()) {
     return fail(got);

@@ -3,7 +3,8 @@
 // 127.0.0.1-3 forming one world through c10d rendezvous; restarts; the failure
 // report; no orphans after SIGTERM or SIGKILL to the agent; a node that never
 // arrives; a busy --master-port; a node joining an elastic job; log files; a
-// PyTorch DDP script unchanged (when Debian's python3-torch is installed).
+// PyTorch DDP script unchanged (when Debian's python3-torch is installed);
+// --mpi through a real mpirun.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -237,6 +238,19 @@ TEST_CASE("braidrun: --tee, --redirects and --local-ranks-filter", "[launcher]")
   REQUIRE(filtered.code == 0);
   CHECK(absl::StrContains(filtered.out, "[rank 1]: all-reduce ok"));
   CHECK_FALSE(absl::StrContains(filtered.out, "[rank 0]:"));
+}
+
+TEST_CASE("braidrun: --mpi starts the workers through a real mpirun with the same contract", "[launcher][mpi]") {
+  const ProcessExit exit =
+      RunProcess(Braidrun({"--standalone", "--mpi", "--nproc-per-node=3"}, {"--env", "--allreduce"}),
+                 {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, "mpi", kTimeout, kUnset);
+  INFO(Dump(exit));
+  REQUIRE(exit.code == 0);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(absl::StrContains(exit.out, absl::StrCat("[mpirun]: all-reduce ok: rank ", r, " of 3 ")));
+    CHECK(absl::StrContains(exit.out, absl::StrCat("[mpirun]: RANK=", r, "\n")));
+  }
+  CHECK(absl::StrContains(exit.out, "[mpirun]: WORLD_SIZE=3\n"));
 }
 
 TEST_CASE("braidrun: a bad flag is one line and exit code 2", "[launcher]") {
