@@ -172,8 +172,10 @@ const std::vector<Flag>& Flags() {
          return absl::OkStatus();
        }},
       {{"--rdzv-conf"}, true, "K=V,...",
-       "Rendezvous settings in seconds: join_timeout (600), last_call_timeout (30), close_timeout (30); "
-       "is_host=true|false forces hosting the store.",
+       "Rendezvous settings in seconds: join_timeout (600; also how long the agent hosting the store "
+       "keeps it up for nodes still running after its own workers finished), last_call_timeout (30); "
+       "is_host=true|false forces hosting the store or not. close_timeout and read_timeout are accepted "
+       "for torchrun compatibility and have no effect.",
        SetRdzvConf},
       {{"--standalone"}, false, nullptr,
        "One node, its own store on a free port and a random job id: no endpoint needed.",

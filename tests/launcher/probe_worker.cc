@@ -140,7 +140,10 @@ int main(int argc, char** argv) {
     if (std::string dir = Flag(argc, argv, "--barrier-times"); !dir.empty()) {
       WriteFile(absl::StrCat(dir, "/died.", rank), absl::StrCat(absl::ToUnixNanos(absl::Now())));
     }
-    if (code < 0) raise(-code);
+    if (code < 0) {
+      signal(-code, SIG_DFL);  // a sanitizer's handler would turn it into an abort
+      raise(-code);
+    }
     std::_Exit(code);  // no group teardown: the others see a dead peer
   }
   if (std::string sleep = Flag(argc, argv, "--sleep"); !sleep.empty()) {
