@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # braid_bench against the MPI_Allreduce baseline on this host, f32 sum, 8 B .. 64 MiB:
-#   - braid over shm and over tcp, algorithms ring, tree, rhd and auto;
+#   - braid over shm and over tcp, algorithms ring, tree, rhd and auto, its
+#     workers started by braidrun;
 #   - mpi_allreduce_bench under mpirun: the default btl (vader shared memory),
 #     the same with glibc told never to unmap or trim (MALLOC_MMAP_MAX_=0
 #     MALLOC_TRIM_THRESHOLD_=64 GiB: Open MPI 4.1 allocates a fresh buffer per
@@ -34,57 +35,23 @@ fi
 log() { echo "[run_all] $*" >&2; }
 
 # --- build -------------------------------------------------------------------
-log "building //bench:braid_bench //bench:mpi_allreduce_bench"
-bazel build //bench:braid_bench //bench:mpi_allreduce_bench >&2
+log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun"
+bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun >&2
 mkdir -p "$OUT/bin"
 # Copies: the bazel-bin symlink follows whatever config the last build used.
-cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench "$OUT/bin/"
+cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench \
+  bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
 BIN=$OUT/bin
 rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Starts N braid workers on this host with torchrun's worker environment
-# (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
-# rank 0 hosts the store) and waits for all of them; when one fails the
-# others are stopped and the function fails. Rank 0's stdout goes to
-# OUTFILE, every rank's stderr to OUTFILE's .rankN.log.
-# braidrun replaces this function once it exists:
-#   braidrun --nproc-per-node N BINARY ARGS... > OUTFILE
+# N braid workers on this host under braidrun; rank 0's lines (prefixed
+# "[rank 0]: ") go to OUTFILE, braidrun's own and every rank's stderr to
+# OUTFILE's .log.
 run_braid_workers() {
   local n=$1 outfile=$2
   shift 2
-  local port r
-  port=$(free_port)
-  local -a pids=()
-  for ((r = 0; r < n; r++)); do
-    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n GROUP_RANK=0 \
-      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "$@" > "$([[ $r -eq 0 ]] && echo "$outfile" || echo /dev/null)" 2> "${outfile%.txt}.rank$r.log" &
-    pids+=($!)
-  done
-  local failed=0 left=$n i
-  local -a finished=()
-  while ((left > 0)); do
-    for i in "${!pids[@]}"; do
-      [[ -n ${finished[i]:-} ]] && continue
-      # bash reaps its children as they exit; wait then returns the status.
-      if ! kill -0 "${pids[i]}" 2>/dev/null; then
-        wait "${pids[i]}" || failed=1
-        finished[i]=1
-        left=$((left - 1))
-      fi
-    done
-    if ((failed)); then
-      for i in "${!pids[@]}"; do
-        [[ -z ${finished[i]:-} ]] && { kill "${pids[i]}" 2>/dev/null || true; }
-      done
-    fi
-    ((left > 0)) && sleep 0.2
-  done
-  return $failed
+  "$BIN/braidrun" --standalone --nproc-per-node="$n" --local-ranks-filter=0 "$@" \
+    > "$outfile" 2> "${outfile%.txt}.log"
 }
 
 status=0
@@ -95,7 +62,7 @@ for n in $WORLD_SIZES; do
     log "$name: braid_bench -t $transport -a $ALGOS ${SWEEP[*]}"
     if ! run_braid_workers "$n" "$OUT/$name.txt" \
         "$BIN/braid_bench" -t "$transport" -a "$ALGOS" "${SWEEP[@]}" --json "$OUT/$name.json"; then
-      log "$name FAILED (see $OUT/$name.rank*.log)"
+      log "$name FAILED (see $OUT/$name.log)"
       status=1
     fi
   done
