@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/auth.h"
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
@@ -67,7 +68,23 @@ struct JobStore {
   HostPort address;  // what workers and other agents connect to
 };
 
-absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, Deadline deadline) {
+// The job's secret: BRAID_JOB_SECRET(_FILE) when given (every node of a
+// multi-node job needs the same one), else a fresh one for a single-node job,
+// exported so the workers inherit it.
+absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o) {
+  BRAID_ASSIGN_OR_RETURN(JobSecret secret, JobSecret::FromEnv());
+  if (secret.enabled()) return secret;
+  if (o.max_nodes > 1) {
+    Say("warning: no job secret (BRAID_JOB_SECRET or BRAID_JOB_SECRET_FILE on every node): the store and the "
+        "workers' connections admit anyone who can reach them");
+    return secret;
+  }
+  BRAID_ASSIGN_OR_RETURN(std::string generated, JobSecret::Generate());
+  setenv("BRAID_JOB_SECRET", generated.c_str(), 1);  // still single-threaded here
+  return JobSecret(generated);
+}
+
+absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline) {
   JobStore job;
   std::string endpoint = o.rdzv_endpoint;
   bool may_host = true;
@@ -87,7 +104,10 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, Deadline deadline) {
 
   absl::Status host_error = absl::OkStatus();
   if (may_host) {
-    absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(job.address.host, job.address.port);
+    StoreServerOptions server_options;
+    server_options.secret = secret;
+    absl::StatusOr<std::unique_ptr<StoreServer>> server =
+        StoreServer::Start(job.address.host, job.address.port, server_options);
     if (server.ok()) {
       job.server = std::move(*server);
       job.address.port = job.server->port();
@@ -95,7 +115,7 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, Deadline deadline) {
       host_error = server.status();  // another agent on this host may have it
     }
   }
-  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline);
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline, secret);
   if (!client.ok()) {
     std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
                                    client.status().message());
@@ -349,7 +369,12 @@ int Agent::Run() {
     files_dir_ = absl::StrCat(o_.log_dir, "/", run_id_);
   }
 
-  absl::StatusOr<JobStore> store = OpenStore(o_, DeadlineIn(o_.join_timeout));
+  absl::StatusOr<JobSecret> secret = SetUpSecret(o_);
+  if (!secret.ok()) {
+    Say(std::string(secret.status().message()));
+    return 1;
+  }
+  absl::StatusOr<JobStore> store = OpenStore(o_, *secret, DeadlineIn(o_.join_timeout));
   if (!store.ok()) {
     Say(std::string(store.status().message()));
     return 1;

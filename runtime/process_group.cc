@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/auth.h"
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
@@ -46,14 +47,18 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   }
   const Deadline deadline = DeadlineIn(timeout_);
 
-  // The store: the launcher's, or one rank 0 hosts.
+  // The store: the launcher's, or one rank 0 hosts; with the job's secret
+  // (BRAID_JOB_SECRET, which braidrun sets), only the job's processes get in.
+  BRAID_ASSIGN_OR_RETURN(const JobSecret secret, JobSecret::FromEnv());
   HostPort store_address;
   if (!env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
   } else {
     store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
     if (env_.rank == 0) {
-      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port);
+      StoreServerOptions server_options;
+      server_options.secret = secret;
+      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
       if (!server.ok()) {
         return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port,
                                                       " (MASTER_PORT; is another job or a PyTorch store using it?)"));
@@ -62,7 +67,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
       store_address.port = server_->port();
     }
   }
-  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(store_address, deadline);
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(store_address, deadline, secret);
   if (!client.ok()) {
     return Annotate(client.status(), absl::StrCat("connecting to the store at ", ToString(store_address)));
   }

@@ -28,10 +28,17 @@
 //     6 Check       u32 n, str key * n                -> u8 all exist
 //     7 Delete      str key                           -> u8 existed
 //     8 NumKeys     (nothing)                         -> i64 count
-// Opcode 0 is reserved for the authentication handshake a later version adds
-// (an HMAC challenge the server sends on connect, answered before any other
-// request); the server marks where it goes (Connection::phase in
-// tcp_store_server.cc) and so does TcpStore::Connect. A frame with another
+//     0 Hello       str client_nonce                  -> str server_nonce, str server_proof
+//     0 Hello       str client_proof                  -> (nothing)
+// Authentication: a server started with a job secret (base/auth.h) admits a
+// connection only after the Hello pair, the client's first two requests:
+// server_proof = HMAC(secret, "store-server" | client_nonce | server_nonce),
+// client_proof = HMAC(secret, "store-client" | server_nonce | client_nonce),
+// 32-byte nonces; each side checks the other's proof, so the secret never
+// crosses the wire. Any other request first, a wrong proof, or no handshake
+// within StoreServerOptions::handshake_timeout: an error answer (kUnauthenticated / kPermissionDenied), a
+// warning in the server's log naming the peer, and the connection closed.
+// Hello to a server without a secret is kFailedPrecondition. A frame with another
 // version, an unknown opcode, truncated fields or trailing bytes, or a length
 // over max_frame_bytes closes that connection; the length is checked before
 // anything is allocated for the payload. A client sends one request and waits
@@ -52,6 +59,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/auth.h"
 #include "base/deadline.h"
 #include "base/fd.h"
 #include "runtime/store/store.h"
@@ -64,6 +72,11 @@ struct StoreServerOptions {
   size_t max_frame_bytes = 64 << 20;
   // Connections beyond this many are accepted and closed at once, with a warning.
   int max_connections = 1024;
+  // When enabled, only clients that prove the secret are served; a
+  // connection that has not within handshake_timeout is closed, so strangers
+  // cannot hold connection slots.
+  JobSecret secret;
+  absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
 namespace store_internal {
@@ -136,9 +149,11 @@ class TcpStore : public Store {
 
   // Connects to a StoreServer at `address`, retrying while nothing listens
   // there yet, until `deadline`: kDeadlineExceeded naming the address then.
-  // Blocks. Any thread.
-  static absl::StatusOr<std::unique_ptr<TcpStore>> Connect(const HostPort& address,
-                                                           Deadline deadline);
+  // With an enabled `secret`, runs the Hello handshake before returning:
+  // kPermissionDenied when the server does not prove the same secret (or
+  // refuses ours), kFailedPrecondition when it has none. Blocks. Any thread.
+  static absl::StatusOr<std::unique_ptr<TcpStore>> Connect(const HostPort& address, Deadline deadline,
+                                                           const JobSecret& secret = JobSecret());
 
   // Closes the connection. Must not run while another thread is in a call.
   ~TcpStore() override = default;
@@ -166,6 +181,7 @@ class TcpStore : public Store {
   // after an OK code), or the server's error, or the connection's.
   // `what` names the call for messages ("Get(\"key\")"). `wait_deadline` is
   // how long to wait for the answer (before the grace is added).
+  absl::Status Authenticate(const JobSecret& secret, Deadline deadline);
   absl::StatusOr<std::string> RoundTrip(const std::string& what, std::string frame,
                                         Deadline wait_deadline);
 

@@ -66,15 +66,37 @@ absl::Status MalformedResponse(const HostPort& address, const std::string& what)
 TcpStore::TcpStore(HostPort address, UniqueFd fd, absl::Duration io_timeout)
     : address_(std::move(address)), io_timeout_(io_timeout), fd_(std::move(fd)) {}
 
-absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const HostPort& address,
-                                                            Deadline deadline) {
+absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const HostPort& address, Deadline deadline,
+                                                            const JobSecret& secret) {
   BRAID_ASSIGN_OR_RETURN(absl::Duration io_timeout, DefaultTimeout());
   absl::StatusOr<UniqueFd> fd = ConnectTcp(address, deadline);
   if (!fd.ok()) return Annotate(fd.status(), "store client");
-  // Authentication seam: a later protocol version reads the server's HMAC
-  // challenge here and answers it with an Opcode::kHello request before
-  // returning, with `deadline` bounding the exchange.
-  return std::unique_ptr<TcpStore>(new TcpStore(address, *std::move(fd), io_timeout));
+  std::unique_ptr<TcpStore> store(new TcpStore(address, *std::move(fd), io_timeout));
+  if (secret.enabled()) BRAID_RETURN_IF_ERROR(store->Authenticate(secret, deadline));
+  return store;
+}
+
+absl::Status TcpStore::Authenticate(const JobSecret& secret, Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(std::string client_nonce, JobSecret::Nonce());
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip("authentication", std::move(Request(Opcode::kHello).String(client_nonce)).Finish(), deadline));
+  FieldReader reader(fields);
+  std::string server_nonce, server_proof;
+  if (!reader.String(&server_nonce) || !reader.String(&server_proof) || reader.remaining() != 0) {
+    return MalformedResponse(address_, "authentication");
+  }
+  if (!secret.Verify("store-server", client_nonce, server_nonce, server_proof)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "store ", ToString(address_), ": the server does not know this job's secret (BRAID_JOB_SECRET differs)"));
+  }
+  BRAID_ASSIGN_OR_RETURN(
+      fields, RoundTrip("authentication",
+                        std::move(Request(Opcode::kHello).String(secret.Prove("store-client", server_nonce, client_nonce)))
+                            .Finish(),
+                        deadline));
+  if (!fields.empty()) return MalformedResponse(address_, "authentication");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::string frame,

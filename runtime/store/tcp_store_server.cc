@@ -63,6 +63,7 @@ constexpr int kMaxReadsPerEvent = 16;
 // After accept fails for lack of fds, the listener rests this long.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
+
 std::string Quoted(absl::string_view key) {
   return absl::StrCat("\"", absl::CHexEscape(key), "\"");
 }
@@ -88,12 +89,11 @@ std::string PeerName(const sockaddr_storage& address) {
   return "an unknown peer";
 }
 
-// Where a connection stands in its protocol. Authentication (a later
-// protocol version) adds a phase before kServing: the server sends an HMAC
-// challenge on accept, the connection starts in kAwaitingHello, and
-// HandleRequest accepts only Opcode::kHello there, rejecting anything else
-// like a malformed frame. Nothing else in the loop needs to change.
-enum class Phase { kServing };
+// Where a connection stands in its protocol. With a job secret a connection
+// starts in kAwaitingHello and must finish the HMAC handshake (see
+// tcp_store.h) within options.handshake_timeout; until then only Opcode::kHello is
+// accepted, anything else refuses and closes the connection.
+enum class Phase { kAwaitingHello, kAwaitingProof, kServing };
 
 // A Get or Wait waiting for its keys.
 struct Parked {
@@ -109,6 +109,7 @@ struct Connection {
   UniqueFd fd;
   std::string peer;
   Phase phase = Phase::kServing;
+  std::string client_nonce, server_nonce;  // the handshake's, while in it
   std::string in;  // received bytes; in[in_pos..] not yet parsed
   size_t in_pos = 0;
   std::string out;  // answer bytes; out[out_pos..] not yet sent
@@ -148,6 +149,9 @@ class ServerLoop {
   void OnEof(Connection& conn);
   void ProcessFrames(Connection& conn);
   void HandleRequest(Connection& conn, absl::string_view payload);
+  void HandleHandshake(Connection& conn, uint8_t opcode, FieldReader& reader);
+  void Refuse(Connection& conn, absl::StatusCode code, absl::string_view why);
+  void ExpireHandshakes();
   void Park(Connection& conn, Parked parked);
   void Unpark(Connection& conn);
   void WakeKey(const std::string& key);
@@ -179,6 +183,8 @@ class ServerLoop {
   // Parked connections by the key they wait for, and by deadline.
   absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_;
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;
+  // Connections still in the handshake, by when they must finish it.
+  std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
   // Connections that may have whole frames buffered and were not able to
   // process them (just unparked, or just drained their output).
   std::deque<uint64_t> ready_;
@@ -226,6 +232,7 @@ void ServerLoop::Run() {
       }
     }
     ExpireWaiters();
+    ExpireHandshakes();
     DrainReady();
     Reap();
     MaybeResumeListener();
@@ -236,6 +243,7 @@ void ServerLoop::Run() {
 int ServerLoop::NextTimeoutMs() const {
   Deadline next = absl::InfiniteFuture();
   if (!deadlines_.empty()) next = deadlines_.begin()->first;
+  if (!handshake_deadlines_.empty()) next = std::min(next, handshake_deadlines_.begin()->first);
   if (listener_paused_) next = std::min(next, listener_resume_at_);
   return PollTimeoutMs(next);
 }
@@ -285,7 +293,10 @@ void ServerLoop::AcceptAll() {
       continue;
     }
     conn->events = event.events;
-    // Authentication seam: send the challenge here and start in kAwaitingHello.
+    if (options_.secret.enabled()) {
+      conn->phase = Phase::kAwaitingHello;
+      handshake_deadlines_.emplace(absl::Now() + options_.handshake_timeout, conn->id);
+    }
     BRAID_LOG(DEBUG) << "store server on port " << port_ << ": connection from " << peer;
     ++open_connections_;
     connections_.emplace(conn->id, std::move(conn));
@@ -421,6 +432,10 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
   if (version != kProtocolVersion) {
     Reject(conn, absl::StrCat("unsupported protocol version ", version, " (this server speaks ",
                               kProtocolVersion, ")"));
+    return;
+  }
+  if (conn.phase != Phase::kServing) {
+    HandleHandshake(conn, opcode, reader);
     return;
   }
   const std::string name = OpcodeName(opcode);
@@ -562,10 +577,73 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
               std::move(FrameWriter().U8(0).I64(static_cast<int64_t>(table_.size()))).Finish());
       return;
     }
-    case Opcode::kHello:  // reserved for authentication; not in version 1
-      break;
+    case Opcode::kHello:
+      Refuse(conn, absl::StatusCode::kFailedPrecondition,
+             conn.server_nonce.empty() ? "authentication is off on this store (it was started without a job secret)"
+                                       : "handshake already done");
+      return;
   }
   Reject(conn, absl::StrCat("unknown opcode ", opcode));
+}
+
+void ServerLoop::HandleHandshake(Connection& conn, uint8_t opcode, FieldReader& reader) {
+  if (opcode != static_cast<uint8_t>(Opcode::kHello)) {
+    Refuse(conn, absl::StatusCode::kUnauthenticated,
+           absl::StrCat("this store admits only processes that know the job secret (BRAID_JOB_SECRET); got ",
+                        OpcodeName(opcode), " before the handshake"));
+    return;
+  }
+  std::string field;
+  if (!reader.String(&field) || reader.remaining() != 0) {
+    Refuse(conn, absl::StatusCode::kUnauthenticated, "malformed handshake");
+    return;
+  }
+  if (conn.phase == Phase::kAwaitingHello) {
+    absl::StatusOr<std::string> nonce = JobSecret::Nonce();
+    if (field.size() != JobSecret::kNonceBytes || !nonce.ok()) {
+      Refuse(conn, absl::StatusCode::kUnauthenticated, "malformed handshake nonce");
+      return;
+    }
+    conn.client_nonce = std::move(field);
+    conn.server_nonce = *std::move(nonce);
+    conn.phase = Phase::kAwaitingProof;
+    Respond(conn, std::move(FrameWriter()
+                                .U8(0)
+                                .String(conn.server_nonce)
+                                .String(options_.secret.Prove("store-server", conn.client_nonce, conn.server_nonce)))
+                      .Finish());
+    return;
+  }
+  if (!options_.secret.Verify("store-client", conn.server_nonce, conn.client_nonce, field)) {
+    Refuse(conn, absl::StatusCode::kPermissionDenied, "wrong job secret");
+    return;
+  }
+  conn.phase = Phase::kServing;
+  for (auto it = handshake_deadlines_.begin(); it != handshake_deadlines_.end(); ++it) {
+    if (it->second == conn.id) {
+      handshake_deadlines_.erase(it);
+      break;
+    }
+  }
+  Respond(conn, std::move(FrameWriter().U8(0)).Finish());
+}
+
+void ServerLoop::Refuse(Connection& conn, absl::StatusCode code, absl::string_view why) {
+  RespondError(conn, code, why);  // best effort: the client learns why
+  BRAID_LOG(WARNING) << "store server on port " << port_ << ": refused " << conn.peer << ": " << why;
+  Close(conn);
+}
+
+void ServerLoop::ExpireHandshakes() {
+  const absl::Time now = absl::Now();
+  while (!handshake_deadlines_.empty() && handshake_deadlines_.begin()->first <= now) {
+    const uint64_t id = handshake_deadlines_.begin()->second;
+    handshake_deadlines_.erase(handshake_deadlines_.begin());
+    if (Connection* conn = Find(id); conn != nullptr && conn->phase != Phase::kServing) {
+      Refuse(*conn, absl::StatusCode::kDeadlineExceeded,
+             absl::StrCat("no handshake within ", absl::FormatDuration(options_.handshake_timeout)));
+    }
+  }
 }
 
 void ServerLoop::Park(Connection& conn, Parked parked) {

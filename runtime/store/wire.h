@@ -18,8 +18,7 @@ inline constexpr uint8_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 4;  // u32 little-endian payload length
 
 enum class Opcode : uint8_t {
-  // 0 is reserved for the authentication handshake (an HMAC challenge sent on
-  // connect) that a later protocol version adds; today it is an unknown opcode.
+  // The authentication handshake (tcp_store.h).
   kHello = 0,
   kSet = 1,
   kGet = 2,

@@ -576,7 +576,8 @@ std::vector<BadFrame> BadFrames() {
       {"a wrong version byte", Frame(Payload(2, 1, set_fields)), false,
        "unsupported protocol version 2"},
       {"an unknown opcode", Frame(Payload(1, 99, set_fields)), false, "unknown opcode 99"},
-      {"the reserved handshake opcode", Frame(Payload(1, 0)), false, "unknown opcode 0"},
+      {"a handshake to a store without a secret", Frame(Payload(1, 0)), false,
+       "authentication is off on this store"},
       {"a length of 4 GiB", four_gib, false, "exceeds max_frame_bytes"},
       {"truncated fields", Frame(Payload(1, 1, truncated_fields)), false, "truncated Set request"},
       {"a key count with no keys", Frame(Payload(1, 5, huge_wait)), false,
@@ -845,6 +846,78 @@ TEST_CASE("StoreServer: Start rejects bad options", "[store]") {
         absl::StatusCode::kInvalidArgument);
   CHECK(StoreServer::Start("127.0.0.1", 0, {.max_connections = 0}).status().code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Authentication (base/auth.h): the HMAC handshake
+
+std::unique_ptr<StoreServer> StartSecretServer(const std::string& secret, absl::Duration handshake_timeout) {
+  StoreServerOptions options;
+  options.secret = JobSecret(secret);
+  options.handshake_timeout = handshake_timeout;
+  return StartServer(options);
+}
+
+absl::StatusOr<std::unique_ptr<TcpStore>> ConnectWith(const StoreServer& server, const std::string& secret) {
+  return TcpStore::Connect(AddressOf(server), DeadlineIn(absl::Seconds(10)),
+                           secret.empty() ? JobSecret() : JobSecret(secret));
+}
+
+TEST_CASE("StoreServer with a secret: the right secret is served, strangers are refused and logged", "[store][auth]") {
+  auto server = StartSecretServer("s3cret", absl::Seconds(10));
+  absl::StatusOr<std::unique_ptr<TcpStore>> member = ConnectWith(*server, "s3cret");
+  INFO(member.status());
+  REQUIRE(member.ok());
+  REQUIRE((*member)->Set("k", "v").ok());
+
+  StderrCapture capture;
+  // No secret: the first request is refused with a reason, and logged.
+  absl::StatusOr<std::unique_ptr<TcpStore>> stranger = ConnectWith(*server, "");
+  REQUIRE(stranger.ok());  // nothing sent yet
+  absl::StatusOr<std::string> got = (*stranger)->Get("k", DeadlineIn(absl::Seconds(5)));
+  CHECK(got.status().code() == absl::StatusCode::kUnauthenticated);
+  CHECK(absl::StrContains(got.status().message(), "BRAID_JOB_SECRET"));
+  // A wrong secret: the server's proof does not verify.
+  absl::StatusOr<std::unique_ptr<TcpStore>> wrong = ConnectWith(*server, "guess");
+  CHECK(wrong.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK(absl::StrContains(wrong.status().message(), "does not know this job's secret"));
+  // A client that ignores the server's proof and answers with garbage.
+  UniqueFd raw = RawConnect(*server);
+  const std::string peer = LocalAddress(raw.get());
+  std::string nonce_field;
+  PutStr(nonce_field, std::string(JobSecret::kNonceBytes, 'n'));
+  REQUIRE(SendAll(raw.get(), Bytes(Frame(Payload(1, 0, nonce_field))), DeadlineIn(absl::Seconds(5))).ok());
+  CHECK(ReadResponse(raw.get())[0] == 0);  // nonce and proof
+  std::string proof_field;
+  PutStr(proof_field, std::string(JobSecret::kProofBytes, 'p'));
+  REQUIRE(SendAll(raw.get(), Bytes(Frame(Payload(1, 0, proof_field))), DeadlineIn(absl::Seconds(5))).ok());
+  CHECK(ReadResponse(raw.get())[0] == static_cast<char>(absl::StatusCode::kPermissionDenied));
+  CHECK(ClosedByServer(raw.get(), absl::Seconds(5)));
+  const std::string log = capture.Finish();
+  INFO("server log: " << log);
+  CHECK(absl::StrContains(log, "before the handshake"));
+  CHECK(absl::StrContains(log, absl::StrCat("refused ", peer, ": wrong job secret")));
+
+  // The member never noticed.
+  CHECK((*member)->Get("k", DeadlineIn(absl::Seconds(5))).value() == "v");
+}
+
+TEST_CASE("StoreServer with a secret: a silent stranger is closed after the handshake timeout", "[store][auth]") {
+  auto server = StartSecretServer("s3cret", absl::Milliseconds(200));
+  StderrCapture capture;
+  UniqueFd raw = RawConnect(*server);
+  CHECK(ClosedByServer(raw.get(), absl::Seconds(5)));
+  CHECK(absl::StrContains(capture.Finish(), "no handshake within 200ms"));
+  absl::StatusOr<std::unique_ptr<TcpStore>> member = ConnectWith(*server, "s3cret");
+  REQUIRE(member.ok());
+  CHECK((*member)->Add("n", 2).value() == 2);
+}
+
+TEST_CASE("TcpStore with a secret against a store without one: a clear error", "[store][auth]") {
+  auto server = StartServer();
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = ConnectWith(*server, "s3cret");
+  CHECK(client.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(client.status().message(), "authentication is off on this store"));
 }
 
 }  // namespace
