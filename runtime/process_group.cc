@@ -89,6 +89,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline));
   } else if (transport == "tcp") {
     TcpTransportOptions tcp;
+    tcp.secret = secret;
     if (kTcpAddrKnob.IsSet()) {
       tcp.advertise_host = kTcpAddrKnob.String();
     } else {

@@ -35,6 +35,7 @@
 #include "base/fd.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/stderr_capture.h"
 #include "runtime/store/tcp_store.h"
 #include "tests/harness/run_ranks.h"
 
@@ -156,45 +157,6 @@ bool ClosedByServer(int fd, absl::Duration timeout) {
     }
   }
 }
-
-// Redirects this process's stderr (fd 2, where BRAID_LOG writes, from every
-// thread) into a temporary file while alive.
-class StderrCapture {
- public:
-  StderrCapture() {
-    std::fflush(stderr);
-    char path[] = "/tmp/braid_store_test_XXXXXX";
-    file_ = UniqueFd(::mkstemp(path));
-    REQUIRE(file_.valid());
-    ::unlink(path);
-    saved_ = UniqueFd(::dup(STDERR_FILENO));
-    REQUIRE(::dup2(file_.get(), STDERR_FILENO) == STDERR_FILENO);
-  }
-  ~StderrCapture() { Restore(); }
-  // Restores stderr and returns what was written meanwhile.
-  std::string Finish() {
-    Restore();
-    std::string text;
-    char buffer[4096];
-    ssize_t n;
-    off_t offset = 0;
-    while ((n = ::pread(file_.get(), buffer, sizeof(buffer), offset)) > 0) {
-      text.append(buffer, static_cast<size_t>(n));
-      offset += n;
-    }
-    return text;
-  }
-
- private:
-  void Restore() {
-    if (!saved_.valid()) return;
-    std::fflush(stderr);
-    ::dup2(saved_.get(), STDERR_FILENO);
-    saved_.Reset();
-  }
-  UniqueFd file_;
-  UniqueFd saved_;
-};
 
 // ---------------------------------------------------------------------------
 

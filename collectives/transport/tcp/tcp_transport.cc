@@ -1,10 +1,13 @@
 #include "collectives/transport/tcp/tcp_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +15,56 @@
 #include "base/status.h"
 
 namespace braid {
+
+namespace {
+
+std::string RemoteAddress(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "an unknown peer";
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
+    return absl::StrCat(text, ":", ntohs(v4->sin_port));
+  }
+  return "an IPv6 peer";
+}
+
+absl::Status SendText(int fd, const std::string& text, Deadline deadline) {
+  return SendAll(fd, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(text.data()), text.size()), deadline);
+}
+
+absl::StatusOr<std::string> RecvText(int fd, size_t bytes, Deadline deadline) {
+  std::string text(bytes, '\0');
+  BRAID_RETURN_IF_ERROR(RecvAll(fd, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()), bytes), deadline));
+  return text;
+}
+
+// The connecting side of the job-secret handshake (base/auth.h): send a
+// nonce, check the acceptor's proof, send ours. Mutual, so neither side can be
+// impersonated; the secret itself never crosses the wire.
+absl::Status ProveToAcceptor(int fd, const JobSecret& secret, Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(std::string mine, JobSecret::Nonce());
+  BRAID_RETURN_IF_ERROR(SendText(fd, mine, deadline));
+  BRAID_ASSIGN_OR_RETURN(std::string theirs, RecvText(fd, JobSecret::kNonceBytes, deadline));
+  BRAID_ASSIGN_OR_RETURN(std::string proof, RecvText(fd, JobSecret::kProofBytes, deadline));
+  if (!secret.Verify("tcp-accept", mine, theirs, proof)) {
+    return absl::PermissionDeniedError("the peer does not know this job's secret (BRAID_JOB_SECRET differs)");
+  }
+  return SendText(fd, secret.Prove("tcp-connect", theirs, mine), deadline);
+}
+
+absl::Status CheckConnector(int fd, const JobSecret& secret, Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(std::string theirs, RecvText(fd, JobSecret::kNonceBytes, deadline));
+  BRAID_ASSIGN_OR_RETURN(std::string mine, JobSecret::Nonce());
+  BRAID_RETURN_IF_ERROR(SendText(fd, mine + secret.Prove("tcp-accept", theirs, mine), deadline));
+  BRAID_ASSIGN_OR_RETURN(std::string proof, RecvText(fd, JobSecret::kProofBytes, deadline));
+  if (!secret.Verify("tcp-connect", mine, theirs, proof)) return absl::PermissionDeniedError("wrong job secret");
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap& bootstrap, Deadline deadline,
                                                                    TcpTransportOptions options) {
@@ -31,6 +84,7 @@ absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   BRAID_ASSIGN_OR_RETURN(addresses_, bootstrap.AllGather(mine, deadline));
 
   // Connect up, accept down: exactly one connection per pair.
+  const JobSecret& secret = options.secret;
   for (int peer = me + 1; peer < n; ++peer) {
     BRAID_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(addresses_[static_cast<size_t>(peer)], 0));
     BRAID_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, deadline));
@@ -39,19 +93,33 @@ absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
     hello.root = me;
     hello.count = static_cast<uint64_t>(n);
     BRAID_RETURN_IF_ERROR(SendAll(fd.get(), AsBytes(hello), deadline));
+    if (secret.enabled()) {
+      BRAID_RETURN_IF_ERROR(Annotate(ProveToAcceptor(fd.get(), secret, deadline),
+                                     absl::StrCat("authenticating to ", PeerName(peer))));
+    }
     sockets_[static_cast<size_t>(peer)] = std::move(fd);
   }
   for (int accepted = 0; accepted < me;) {
     BRAID_ASSIGN_OR_RETURN(UniqueFd fd, listener.Accept(deadline));
+    // A stranger gets a few seconds, not the whole setup deadline.
+    const Deadline handshake_deadline = std::min(deadline, DeadlineIn(absl::Seconds(5)));
     FrameHeader hello;
-    absl::Status read = RecvAll(fd.get(), AsWritableBytes(hello), DeadlineIn(absl::Seconds(5)));
+    absl::Status read = RecvAll(fd.get(), AsWritableBytes(hello), handshake_deadline);
     const int peer = hello.root;
     if (!read.ok() || hello.magic != FrameHeader::kMagic || hello.kind != CollectiveKind::kHandshake ||
         hello.count != static_cast<uint64_t>(n) || peer < 0 || peer >= me ||
         sockets_[static_cast<size_t>(peer)].valid()) {
-      BRAID_LOG(WARNING) << "tcp: refused a connection that is not a rank of this group ("
+      BRAID_LOG(WARNING) << "tcp: refused a connection from " << RemoteAddress(fd.get())
+                         << " that is not a rank of this group ("
                          << (read.ok() ? "bad handshake" : std::string(read.message())) << ")";
       continue;
+    }
+    if (secret.enabled()) {
+      if (absl::Status proven = CheckConnector(fd.get(), secret, handshake_deadline); !proven.ok()) {
+        BRAID_LOG(WARNING) << "tcp: refused a connection from " << RemoteAddress(fd.get()) << " claiming rank "
+                           << peer << ": " << proven.message();
+        continue;
+      }
     }
     sockets_[static_cast<size_t>(peer)] = std::move(fd);
     ++accepted;

@@ -5,7 +5,8 @@
 // addresses go around through the Bootstrap, then each rank connects to every
 // higher rank and accepts from every lower one; the connecting side sends a
 // handshake frame naming its rank and the group size, so a stray or
-// mismatched connection is refused.
+// mismatched connection is refused; with a job secret both sides then prove
+// they know it (HMAC over fresh nonces), so a stranger is refused too.
 #ifndef BRAID_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
 #define BRAID_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
 
@@ -15,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/auth.h"
 #include "base/fd.h"
 #include "collectives/bootstrap.h"
 #include "collectives/transport/stream_transport.h"
@@ -27,6 +29,9 @@ struct TcpTransportOptions {
   std::string advertise_host = "127.0.0.1";
   // How long Wait polls (yielding the core between polls) before blocking in epoll.
   absl::Duration spin = absl::Microseconds(100);
+  // When enabled, every connection runs the job-secret handshake after the
+  // rank handshake; a stranger is refused and logged (base/auth.h).
+  JobSecret secret;
 };
 
 class TcpTransport final : public StreamTransport {
