@@ -19,6 +19,7 @@ PACKAGES=(
   procps            # ps/pkill used by the launcher tests
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
   python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
+  clang             # clang 14 with libFuzzer: tools/fuzz.sh
 )
 
 fail() {
