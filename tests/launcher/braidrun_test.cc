@@ -92,7 +92,7 @@ TEST_CASE("braidrun: two and three nodes on 127.0.0.x form one world through c10
                                      absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=multi",
                                      absl::StrCat("--local-addr=127.0.0.", i)},
                                     {"--env", "--allreduce"}),
-                           {}, tags.back(), kUnset));
+                           {{"BRAID_JOB_SECRET", "multi-node-secret"}}, tags.back(), kUnset));
     }
     const std::vector<ProcessExit> exits = WaitAll(pids, tags, DeadlineIn(kTimeout));
     std::string all_out;

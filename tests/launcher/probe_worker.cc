@@ -4,6 +4,8 @@
 // record times on request. Flags (all optional):
 //   --env                 print the contract variables and fail if one is missing
 //   --allreduce           InitFromEnv, barrier, an int64 all-reduce checked exactly
+//   --rounds=N --round-sleep=S
+//                         N such all-reduces, S seconds apart (default 1)
 //   --fail-rank=R --fail-attempt=K|all --exit-code=C
 //                         on rank R in restart K (or every one), fail with exit code C (after the
 //                         all-reduce when there is one); C=-N raises signal N
@@ -38,7 +40,7 @@ const char* kContract[] = {"RANK",          "LOCAL_RANK",      "WORLD_SIZE",
                            "MASTER_ADDR",   "MASTER_PORT",     "TORCHELASTIC_RESTART_COUNT",
                            "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
                            "TORCHELASTIC_ERROR_FILE", "OMP_NUM_THREADS", "BRAID_STORE_ADDR",
-                           "BRAID_STORE_PREFIX"};
+                           "BRAID_STORE_PREFIX", "BRAID_JOB_SECRET"};
 
 int EnvInt(const char* name) {
   const char* value = std::getenv(name);
@@ -106,19 +108,27 @@ int main(int argc, char** argv) {
     if (std::string dir = Flag(argc, argv, "--barrier-times"); !dir.empty()) {
       WriteFile(absl::StrCat(dir, "/", attempt, ".", rank), absl::StrCat(absl::ToUnixNanos(absl::Now())));
     }
-    // Element i of rank r holds r * 1000 + i: the sum is exact and known.
-    constexpr int64_t kCount = 1000;
-    absl::StatusOr<braid::Tensor> tensor = braid::Tensor::Empty({kCount}, braid::DType::kI64);
-    if (!tensor.ok()) return Fail(tensor.status().ToString());
-    for (int64_t i = 0; i < kCount; ++i) tensor->data<int64_t>()[i] = rank * 1000 + i;
-    absl::StatusOr<braid::WorkHandle> work = group->comm().AllReduce(*tensor, braid::ReduceOp::kSum);
-    absl::Status status = work.ok() ? (*work)->Wait() : work.status();
-    if (!status.ok()) return Fail(status.ToString());
-    const int64_t n = group->size();
-    for (int64_t i = 0; i < kCount; ++i) {
-      const int64_t expected = 1000 * n * (n - 1) / 2 + n * i;
-      if (tensor->data<int64_t>()[i] != expected) {
-        return Fail(absl::StrCat("element ", i, " is ", tensor->data<int64_t>()[i], ", expected ", expected));
+    int rounds = 1;
+    double round_sleep = 0;
+    (void)absl::SimpleAtoi(Flag(argc, argv, "--rounds", "1"), &rounds);
+    (void)absl::SimpleAtod(Flag(argc, argv, "--round-sleep", "0"), &round_sleep);
+    for (int round = 0; round < rounds; ++round) {
+      if (round > 0) absl::SleepFor(absl::Seconds(round_sleep));
+      // Element i of rank r holds r * 1000 + i + round: the sum is exact and known.
+      constexpr int64_t kCount = 1000;
+      absl::StatusOr<braid::Tensor> tensor = braid::Tensor::Empty({kCount}, braid::DType::kI64);
+      if (!tensor.ok()) return Fail(tensor.status().ToString());
+      for (int64_t i = 0; i < kCount; ++i) tensor->data<int64_t>()[i] = rank * 1000 + i + round;
+      absl::StatusOr<braid::WorkHandle> work = group->comm().AllReduce(*tensor, braid::ReduceOp::kSum);
+      absl::Status status = work.ok() ? (*work)->Wait() : work.status();
+      if (!status.ok()) return Fail(status.ToString());
+      const int64_t n = group->size();
+      for (int64_t i = 0; i < kCount; ++i) {
+        const int64_t expected = 1000 * n * (n - 1) / 2 + n * (i + round);
+        if (tensor->data<int64_t>()[i] != expected) {
+          return Fail(absl::StrCat("round ", round, ": element ", i, " is ", tensor->data<int64_t>()[i],
+                                   ", expected ", expected));
+        }
       }
     }
     std::printf("all-reduce ok: rank %d of %d (attempt %d)\n", group->rank(), group->size(), attempt);

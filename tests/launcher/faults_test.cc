@@ -1,0 +1,134 @@
+// Things breaking on purpose during a real braidrun job (issue 8's fault
+// injection): strangers, garbage and wrong secrets at the job's store while
+// the workers all-reduce; the agent of one "node" SIGKILLed in a two-node
+// job. Real processes, real sockets, real signals.
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "base/auth.h"
+#include "base/fd.h"
+#include "catch2/catch.hpp"
+#include "runtime/store/tcp_store.h"
+#include "tests/harness/subprocess.h"
+
+namespace braid {
+namespace {
+
+const std::vector<std::string> kUnset = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                                         "BRAID_STORE_ADDR", "BRAID_STORE_PREFIX", "BRAID_JOB_SECRET",
+                                         "BRAID_JOB_SECRET_FILE"};
+
+std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<std::string> probe_args) {
+  std::vector<std::string> argv = {Runfile("launcher/braidrun")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back(Runfile("tests/launcher/probe_worker"));
+  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
+  return argv;
+}
+
+std::string Dump(const ProcessExit& exit) {
+  return absl::StrCat("exit ", exit.code, "\n--- stdout\n", exit.out, "--- stderr\n", exit.err);
+}
+
+// Waits until `tag`'s stdout has a line "[rank 0]: NAME=value"; returns value.
+std::string WaitForVariable(const std::string& tag, const std::string& name) {
+  const Deadline deadline = DeadlineIn(absl::Seconds(20));
+  while (!Expired(deadline)) {
+    for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat(TestTempDir(), "/", tag, ".out")), '\n')) {
+      if (absl::ConsumePrefix(&line, absl::StrCat("[rank 0]: ", name, "="))) return std::string(line);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return "";
+}
+
+TEST_CASE("faults: strangers, garbage and wrong secrets at the store during a job are refused; the job is unaffected",
+          "[faults][security]") {
+  for (const char* transport : {"shm", "tcp"}) {
+    const std::string tag = absl::StrCat("strangers_", transport);
+    // Six verified all-reduces 0.3 s apart, while the test attacks the store.
+    const pid_t agent = Spawn(Braidrun({"--standalone", "--nproc-per-node=2"},
+                                       {"--env", "--allreduce", "--rounds=6", "--round-sleep=0.3"}),
+                              {{"BRAID_TRANSPORT", transport}}, tag, kUnset);
+    REQUIRE(agent > 0);
+    const std::string address = WaitForVariable(tag, "BRAID_STORE_ADDR");
+    const std::string secret = WaitForVariable(tag, "BRAID_JOB_SECRET");
+    INFO(ReadFile(absl::StrCat(TestTempDir(), "/", tag, ".err")));
+    REQUIRE_FALSE(address.empty());
+    CHECK(secret.size() == 64);  // braidrun made one: 32 random bytes, hex
+    absl::StatusOr<HostPort> store = ParseHostPort(address, 0);
+    REQUIRE(store.ok());
+
+    // No secret: refused at the first request.
+    absl::StatusOr<std::unique_ptr<TcpStore>> anonymous = TcpStore::Connect(*store, DeadlineIn(absl::Seconds(5)));
+    REQUIRE(anonymous.ok());
+    CHECK((*anonymous)->Set("braidrun/poison", "x").code() == absl::StatusCode::kUnauthenticated);
+    // A wrong secret: refused in the handshake.
+    CHECK(TcpStore::Connect(*store, DeadlineIn(absl::Seconds(5)), JobSecret("guess")).status().code() ==
+          absl::StatusCode::kPermissionDenied);
+    // Garbage and a truncated frame.
+    for (const std::string& bytes : {std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), std::string("\x40\x00\x00\x00\x01", 5)}) {
+      absl::StatusOr<UniqueFd> raw = ConnectTcp(*store, DeadlineIn(absl::Seconds(5)));
+      REQUIRE(raw.ok());
+      CHECK(SendAll(raw->get(), absl::MakeConstSpan(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+                    DeadlineIn(absl::Seconds(5)))
+                .ok());
+      ::shutdown(raw->get(), SHUT_WR);
+    }
+    // The right secret still gets in (a member of the job could).
+    absl::StatusOr<std::unique_ptr<TcpStore>> member =
+        TcpStore::Connect(*store, DeadlineIn(absl::Seconds(5)), JobSecret(secret));
+    CHECK(member.ok());
+
+    const ProcessExit exit = WaitAll({agent}, {tag}, DeadlineIn(absl::Seconds(60)))[0];
+    INFO(Dump(exit));
+    CHECK(exit.code == 0);
+    CHECK(absl::StrContains(exit.out, "[rank 0]: all-reduce ok: rank 0 of 2"));
+    CHECK(absl::StrContains(exit.out, "[rank 1]: all-reduce ok: rank 1 of 2"));
+    // The agent hosts the store: its log names each refusal.
+    CHECK(absl::StrContains(exit.err, "before the handshake"));
+    CHECK(absl::StrContains(exit.err, "store server on port"));
+  }
+}
+
+TEST_CASE("faults: SIGKILL to one node's agent: the other node stops and fails clearly within the rendezvous timeout",
+          "[faults]") {
+  const uint16_t port = UnusedPort();
+  auto flags = [&](int i) {
+    return std::vector<std::string>{"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                                    absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=killagent",
+                                    "--max-restarts=1", "--rdzv-conf=join_timeout=3",
+                                    absl::StrCat("--local-addr=127.0.0.", i)};
+  };
+  const std::map<std::string, std::string> env = {{"BRAID_JOB_SECRET", "two-node-secret"}};
+  const pid_t survivor = Spawn(Braidrun(flags(1), {"--allreduce", "--rounds=100", "--round-sleep=0.1"}), env,
+                               "killagent_1", kUnset);
+  const pid_t victim = Spawn(Braidrun(flags(2), {"--allreduce", "--rounds=100", "--round-sleep=0.1"}), env,
+                             "killagent_2", kUnset);
+  // Let the job run a little (100 rounds take 10 s), then kill node 2's agent outright.
+  absl::SleepFor(absl::Seconds(2));
+  const absl::Time killed = absl::Now();
+  kill(victim, SIGKILL);
+  const std::vector<ProcessExit> exits =
+      WaitAll({survivor, victim}, {"killagent_1", "killagent_2"}, DeadlineIn(absl::Seconds(60)));
+  const absl::Duration took = absl::Now() - killed;
+  INFO(Dump(exits[0]) << "\n(took " << took << ")");
+  CHECK(exits[1].code == -SIGKILL);
+  CHECK(exits[0].code == 1);
+  // Its worker saw the dead peer, the agent restarted once and the new round
+  // never filled: a timeout naming the missing node, well within the deadline.
+  CHECK(absl::StrContains(exits[0].err, "restarting the workers (restart 1 of 1)"));
+  CHECK(absl::StrContains(exits[0].err, "with 1 of 2 required nodes"));
+  CHECK(took < absl::Seconds(20));
+}
+
+}  // namespace
+}  // namespace braid
