@@ -675,6 +675,12 @@ absl::Status Run(const Flags& flags) {
       if (!flags.checkpoint_dir.empty()) BRAID_RETURN_IF_ERROR(SaveCheckpoint(flags.checkpoint_dir, epoch + 1, *t.model));
     }
   }
+  // A fingerprint of the trained model: equal runs (an interrupted and resumed
+  // one included) print the same.
+  if (group->rank() == 0) {
+    std::printf("final parameters: hash %016llx\n", static_cast<unsigned long long>(HashParams(*t.model)));
+    std::fflush(stdout);
+  }
   return absl::OkStatus();
 }
 

@@ -1,8 +1,11 @@
 // Things breaking on purpose during a real braidrun job (issue 8's fault
 // injection): strangers, garbage and wrong secrets at the job's store while
 // the workers all-reduce; the agent of one "node" SIGKILLed in a two-node
-// job. Real processes, real sockets, real signals.
+// job; a worker SIGKILLed in the middle of train_mlp, which must resume from
+// its checkpoint and end bit-identical to an uninterrupted run. Real
+// processes, real sockets, real signals.
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include <map>
@@ -128,6 +131,66 @@ TEST_CASE("faults: SIGKILL to one node's agent: the other node stops and fails c
   CHECK(absl::StrContains(exits[0].err, "restarting the workers (restart 1 of 1)"));
   CHECK(absl::StrContains(exits[0].err, "with 1 of 2 required nodes"));
   CHECK(took < absl::Seconds(20));
+}
+
+// The pid of the child of `agent` whose environment has RANK=`rank`.
+pid_t WorkerPid(pid_t agent, int rank) {
+  const std::string children =
+      ReadFile(absl::StrCat("/proc/", agent, "/task/", agent, "/children"));
+  for (absl::string_view pid_text : absl::StrSplit(children, ' ', absl::SkipEmpty())) {
+    const std::string environ = ReadFile(absl::StrCat("/proc/", pid_text, "/environ"));
+    for (absl::string_view entry : absl::StrSplit(environ, '\0')) {
+      if (entry == absl::StrCat("RANK=", rank)) return std::atoi(std::string(pid_text).c_str());
+    }
+  }
+  return -1;
+}
+
+std::string FinalHash(const std::string& out) {
+  const size_t at = out.find("final parameters: hash ");
+  return at == std::string::npos ? "" : out.substr(at, 39);
+}
+
+TEST_CASE("faults: kill -9 a worker mid-training: restart, resume from the checkpoint, same final parameters",
+          "[faults]") {
+  const std::vector<std::string> train = {Runfile("examples/train_mlp"), "--epochs=6", "--samples=4096"};
+  auto run = [&](const std::string& dir) {
+    std::vector<std::string> argv = {Runfile("launcher/braidrun"), "--standalone", "--nproc-per-node=2",
+                                     "--max-restarts=1"};
+    argv.insert(argv.end(), train.begin(), train.end());
+    argv.push_back("--checkpoint-dir=" + dir);
+    return argv;
+  };
+  // The uninterrupted run.
+  const ProcessExit clean = RunProcess(run(TestTempDir() + "/ckpt_clean"), {}, "train_clean", absl::Seconds(120), kUnset);
+  INFO(Dump(clean));
+  REQUIRE(clean.code == 0);
+  const std::string expected = FinalHash(clean.out);
+  REQUIRE_FALSE(expected.empty());
+
+  // The same run, rank 1 SIGKILLed once epoch 2's checkpoint is written.
+  const pid_t agent = Spawn(run(TestTempDir() + "/ckpt_killed"), {}, "train_killed", kUnset);
+  const Deadline deadline = DeadlineIn(absl::Seconds(60));
+  while (!absl::StrContains(ReadFile(TestTempDir() + "/train_killed.out"), "epoch 2/6") && !Expired(deadline)) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const pid_t victim = WorkerPid(agent, 1);
+  REQUIRE(victim > 0);
+  const absl::Time killed = absl::Now();
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  // The survivors fail and the group restarts well within 10 s.
+  while (!absl::StrContains(ReadFile(TestTempDir() + "/train_killed.err"), "restarting the workers") &&
+         absl::Now() - killed < absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Duration to_restart = absl::Now() - killed;
+  CHECK(to_restart < absl::Seconds(10));
+  const ProcessExit resumed = WaitAll({agent}, {"train_killed"}, DeadlineIn(absl::Seconds(120)))[0];
+  INFO(Dump(resumed) << "\n(restart began " << to_restart << " after the kill)");
+  REQUIRE(resumed.code == 0);
+  CHECK(absl::StrContains(resumed.err, "rank 1 failed: signal SIGKILL (9); restarting the workers (restart 1 of 1)"));
+  CHECK(absl::StrContains(resumed.out, "[rank 0]: resumed from "));
+  CHECK(FinalHash(resumed.out) == expected);
 }
 
 }  // namespace
