@@ -16,17 +16,7 @@ namespace {
 // segment is being reduced.
 constexpr size_t kSlots = 4;
 
-FrameHeader Header(const CollectiveArgs& args, uint32_t tag) {
-  FrameHeader header;
-  header.kind = args.kind;
-  header.seq = args.seq;
-  header.dtype = static_cast<uint8_t>(args.dtype);
-  header.reduce_op = static_cast<uint8_t>(args.op);
-  header.root = args.root;
-  header.count = args.count;
-  header.tag = tag;
-  return header;
-}
+FrameHeader Header(const CollectiveArgs& args, uint32_t tag) { return CollectiveHeader(args, tag); }
 
 // Element range -> bytes.
 template <typename Span>
@@ -112,6 +102,18 @@ class SlottedReceiver {
 };
 
 }  // namespace
+
+FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag) {
+  FrameHeader header;
+  header.kind = args.kind;
+  header.seq = args.seq;
+  header.dtype = static_cast<uint8_t>(args.dtype);
+  header.reduce_op = static_cast<uint8_t>(args.op);
+  header.root = args.root;
+  header.count = args.count;
+  header.tag = tag;
+  return header;
+}
 
 const char* AlgorithmName(Algorithm algorithm) {
   switch (algorithm) {

@@ -67,6 +67,10 @@ class Scratch {
   std::shared_ptr<Storage> storage_;
 };
 
+// The frame header of `args` at algorithm step `tag`: what each frame of the
+// collective carries, and how errors describe the collective.
+FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag = 0);
+
 absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                            absl::Span<std::byte> output, Scratch& scratch);
 absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
@@ -86,6 +90,35 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
                               absl::Span<std::byte> output);
 absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data);
 absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<std::byte> data);
+
+// An engine's own collectives (Open MPI's, NCCL's): what Algorithm::kNative
+// runs, as a baseline and an option. A Transport that has them also derives
+// from this class; the communicator finds them with dynamic_cast, so the
+// Transport interface stays point-to-point only. Each method is the
+// collective of the same name above: same buffers, sizes and in-place rules,
+// the same avg (sum, then one division by the group size), every rank calls
+// it in the same order; it blocks until this rank's part is done or
+// args.deadline passes (kDeadlineExceeded naming the collective).
+// kUnimplemented for a dtype/op the engine cannot do. Called from one thread
+// at a time, like the Transport.
+class NativeCollectives {
+ public:
+  virtual ~NativeCollectives() = default;
+  // "MPI", "NCCL": how errors and benchmarks name the engine.
+  virtual const char* native_name() const = 0;
+  virtual absl::Status NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                       absl::Span<std::byte> output) = 0;
+  virtual absl::Status NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                           absl::Span<std::byte> output) = 0;
+  virtual absl::Status NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                       absl::Span<std::byte> output) = 0;
+  virtual absl::Status NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) = 0;
+  virtual absl::Status NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                    absl::Span<std::byte> output) = 0;
+  virtual absl::Status NativeBarrier(const CollectiveArgs& args) = 0;
+  virtual absl::Status NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                      absl::Span<std::byte> output) = 0;
+};
 
 }  // namespace braid
 

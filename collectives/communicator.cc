@@ -14,7 +14,8 @@ namespace {
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle.");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
-               "All-reduce algorithm: auto, ring, tree, rhd or direct (when the transport has it).");
+               "All-reduce algorithm: auto, ring, tree, rhd, direct or native (every collective as the transport's "
+               "engine's own call: mpi).");
 
 // A send or receive issued on one rank may wait for the other's matching
 // call: running it inline could block a caller that issues both (send, then
@@ -77,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_p
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
                            Algorithm env_algorithm)
     : transport_(std::move(transport)),
+      native_(dynamic_cast<NativeCollectives*>(transport_.get())),
       rank_(transport_->rank()),
       size_(transport_->size()),
       transport_name_(transport_->name()),
@@ -104,9 +106,25 @@ void Communicator::Abort(const absl::Status& cause) {
   for (Task& task : dropped) task.work->Finish(failure_);  // failure_ is never reset once set
 }
 
-Algorithm Communicator::ChooseAllReduce(size_t bytes, Algorithm requested) const {
+Algorithm Communicator::Resolve(Algorithm requested) const {
   if (requested == Algorithm::kAuto) requested = options_.algorithm;
   if (requested == Algorithm::kAuto) requested = env_algorithm_;
+  return requested;
+}
+
+absl::StatusOr<bool> Communicator::UseNative(const CallOptions& call, CollectiveKind kind) const {
+  if (Resolve(call.algorithm) != Algorithm::kNative) return false;
+  if (native_ == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": native ", CollectiveKindName(kind),
+                                                 " needs a transport with its own collectives (mpi); this "
+                                                 "communicator runs over ",
+                                                 transport_name_));
+  }
+  return true;
+}
+
+Algorithm Communicator::ChooseAllReduce(size_t bytes, Algorithm requested) const {
+  requested = Resolve(requested);
   if (requested != Algorithm::kAuto) return requested;
   return bytes <= kSmallAllReduceBytes ? Algorithm::kRhd : Algorithm::kRing;
 }
@@ -199,9 +217,16 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
                                                    " and output ", output.DebugString(), " differ"));
   }
   const Algorithm algorithm = ChooseAllReduce(input.nbytes(), call.algorithm);
-  if (algorithm == Algorithm::kDirect || algorithm == Algorithm::kNative) {
+  if (algorithm == Algorithm::kDirect) {
     return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": all-reduce algorithm ", AlgorithmName(algorithm),
                                                  " is not available on the ", transport_name_, " transport"));
+  }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllReduce));
+  if (native) {
+    return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
+                   input.nbytes(), call, [this, input, output](const CollectiveArgs& args) {
+                     return native_->NativeAllReduce(args, ConstBytes(input), Bytes(output));
+                   });
   }
   return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
                  input.nbytes(), call,
@@ -225,9 +250,11 @@ absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, cons
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": reducescatter input ", input.DebugString(),
                                                    " must have ", size_, " x the output's ", output.DebugString()));
   }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduceScatter));
   return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()),
                  input.nbytes(), call,
-                 [this, input, output](const CollectiveArgs& args) {
+                 [this, input, output, native](const CollectiveArgs& args) {
+                   if (native) return native_->NativeReduceScatter(args, ConstBytes(input), Bytes(output));
                    return RingReduceScatter(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
                  });
 }
@@ -239,8 +266,10 @@ absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Te
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": allgather output ", output.DebugString(),
                                                    " must have ", size_, " x the input's ", input.DebugString()));
   }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllGather));
   return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
-                 output.nbytes(), call, [this, input, output](const CollectiveArgs& args) {
+                 output.nbytes(), call, [this, input, output, native](const CollectiveArgs& args) {
+                   if (native) return native_->NativeAllGather(args, ConstBytes(input), Bytes(output));
                    return RingAllGather(*transport_, args, ConstBytes(input), Bytes(output));
                  });
 }
@@ -250,8 +279,10 @@ absl::StatusOr<WorkHandle> Communicator::Broadcast(const Tensor& tensor, int roo
   if (root < 0 || root >= size_) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": broadcast root ", root, " not in [0, ", size_, ")"));
   }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBroadcast));
   return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), ReduceOp::kSum, root, static_cast<size_t>(tensor.numel()),
-                 tensor.nbytes(), call, [this, tensor](const CollectiveArgs& args) {
+                 tensor.nbytes(), call, [this, tensor, native](const CollectiveArgs& args) {
+                   if (native) return native_->NativeBroadcast(args, Bytes(tensor));
                    return ChainBroadcast(*transport_, args, Bytes(tensor));
                  });
 }
@@ -269,11 +300,13 @@ absl::StatusOr<WorkHandle> Communicator::Reduce(const Tensor& input, const Tenso
                                                      " and output ", output.DebugString(), " differ"));
     }
   }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduce));
   return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()),
                  input.nbytes(), call,
-                 [this, input, output, root](const CollectiveArgs& args) {
-                   return ChainReduce(*transport_, args, ConstBytes(input),
-                                      rank_ == root ? Bytes(output) : absl::Span<std::byte>(), scratch_);
+                 [this, input, output, root, native](const CollectiveArgs& args) {
+                   const absl::Span<std::byte> result = rank_ == root ? Bytes(output) : absl::Span<std::byte>();
+                   if (native) return native_->NativeReduce(args, ConstBytes(input), result);
+                   return ChainReduce(*transport_, args, ConstBytes(input), result, scratch_);
                  });
 }
 
@@ -285,16 +318,22 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
                                                    " and output ", output.DebugString(),
                                                    " must match and split into ", size_, " blocks"));
   }
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllToAll));
   return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
                  static_cast<size_t>(input.numel() / size_), input.nbytes(), call,
-                 [this, input, output](const CollectiveArgs& args) {
+                 [this, input, output, native](const CollectiveArgs& args) {
+                   if (native) return native_->NativeAllToAll(args, ConstBytes(input), Bytes(output));
                    return PairwiseAllToAll(*transport_, args, ConstBytes(input), Bytes(output));
                  });
 }
 
 absl::StatusOr<WorkHandle> Communicator::Barrier(CallOptions call) {
+  BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBarrier));
   return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, 0, call,
-                 [this](const CollectiveArgs& args) { return DisseminationBarrier(*transport_, args); });
+                 [this, native](const CollectiveArgs& args) {
+                   if (native) return native_->NativeBarrier(args);
+                   return DisseminationBarrier(*transport_, args);
+                 });
 }
 
 absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, CallOptions call) {

@@ -3,7 +3,8 @@
 // Calls return at once with a Work handle; the collectives run in issue order
 // on the communicator's own progress thread, over its transport, with the
 // algorithm chosen per call (size, group size, transport; BRAID_ALGO or the
-// call's options override). Every rank must issue the same collectives in the
+// call's options override; `native` runs every collective as the transport's
+// engine's own call, e.g. MPI_Allreduce, where the transport has one). Every rank must issue the same collectives in the
 // same order; the sequence number that travels in every frame catches ranks
 // that do not (a clear error on both sides, never mixed data).
 //
@@ -123,6 +124,9 @@ class Communicator {
 
   // The algorithm `call` would use for an all-reduce of `bytes` (for tests and benchmarks).
   Algorithm ChooseAllReduce(size_t bytes, Algorithm requested) const;
+  // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
+  bool has_native() const { return native_ != nullptr; }
+  const char* native_name() const { return native_ != nullptr ? native_->native_name() : "none"; }
 
  private:
   struct Task {
@@ -140,11 +144,17 @@ class Communicator {
                                      size_t bytes, const CallOptions& call,
                                      std::function<absl::Status(const CollectiveArgs&)> run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
+  // The call's algorithm after the communicator's and BRAID_ALGO's defaults.
+  Algorithm Resolve(Algorithm requested) const;
+  // Whether a `kind` collective runs natively: true for kNative, which needs a
+  // transport with native collectives (kUnimplemented otherwise).
+  absl::StatusOr<bool> UseNative(const CallOptions& call, CollectiveKind kind) const;
   // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
   void RunTask(Task& task);
   void ProgressLoop();
 
   std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
+  NativeCollectives* const native_;       // the transport's own collectives, or null
   const int rank_;
   const int size_;
   const std::string transport_name_;
