@@ -1,0 +1,687 @@
+#include "collectives/transport/mpi/mpi_transport.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "base/status.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kNativeCheckKnob, "BRAID_MPI_NATIVE_CHECK", "1",
+               "Before each native MPI collective, check in one small MPI_Iallreduce that every rank issued the same "
+               "one (0: skip).");
+
+// MPI tags on the transport's own communicator.
+constexpr int kFrameTag = 1;    // a header, with an inline payload
+constexpr int kPayloadTag = 2;  // a large payload, after its header
+constexpr int kAbortTag = 3;    // an abort notice: the sender's error text
+
+// An abort notice's text is at most this long (one eager message).
+constexpr size_t kMaxAbortText = 4000;
+// A large payload travels in messages of at most this size (MPI counts are int).
+constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+// How long Abort and failures wait for MPI to release a cancelled request.
+constexpr absl::Duration kReleaseBudget = absl::Milliseconds(100);
+
+// The ops MPI lacks or gets wrong run braid's kernels: inout = in op inout.
+template <DType D, ReduceOp O>
+void UserReduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  const size_t bytes = static_cast<size_t>(*len) * DTypeSize(D);
+  absl::Span<std::byte> dst(static_cast<std::byte*>(inout), bytes);
+  HostReduce(D, O, dst, dst, absl::Span<const std::byte>(static_cast<const std::byte*>(in), bytes));
+}
+
+template <DType D>
+MPI_User_function* UserFunctionFor(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd: return &UserReduce<D, ReduceOp::kProd>;
+    case ReduceOp::kMin: return &UserReduce<D, ReduceOp::kMin>;
+    case ReduceOp::kMax: return &UserReduce<D, ReduceOp::kMax>;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: break;
+  }
+  return &UserReduce<D, ReduceOp::kSum>;
+}
+
+// f16/bf16: MPI has no such type. i8/u8: Open MPI 4.1's AVX op saturates
+// 8-bit sums where braid (and two's complement) wraps.
+bool NeedsUserOp(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kI8 || dtype == DType::kU8;
+}
+
+MPI_User_function* UserFunction(DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kF16: return UserFunctionFor<DType::kF16>(op);
+    case DType::kBF16: return UserFunctionFor<DType::kBF16>(op);
+    case DType::kI8: return UserFunctionFor<DType::kI8>(op);
+    case DType::kU8: return UserFunctionFor<DType::kU8>(op);
+    default: return nullptr;
+  }
+}
+
+constexpr ReduceOp kUserOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+
+uint64_t Fingerprint(const FrameHeader& header) {
+  // FNV-1a over the header bytes.
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
+  for (size_t i = 0; i < sizeof(header); ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create(Bootstrap& bootstrap, Deadline deadline,
+                                                                   MpiTransportOptions options) {
+  const std::string who = absl::StrCat("rank ", bootstrap.rank(), ": mpi transport");
+  BRAID_RETURN_IF_ERROR(Annotate(EnsureMpiInitialized(), who));
+  const int world_rank = MpiWorldRank();
+  const int world_size = MpiWorldSize();
+  if (world_rank != bootstrap.rank() || world_size != bootstrap.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": the group says rank ", bootstrap.rank(), " of ", bootstrap.size(), " but mpirun says rank ",
+        world_rank, " of ", world_size, " (the launcher's RANK/WORLD_SIZE must be mpirun's)"));
+  }
+  if (options.inline_bytes > kMaxAbortText * 16) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": inline_bytes ", options.inline_bytes, " is too large"));
+  }
+  bool native_check = true;
+  if (options.native_check.has_value()) {
+    native_check = *options.native_check;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(native_check, kNativeCheckKnob.Bool());
+  }
+  BRAID_ASSIGN_OR_RETURN(MPI_Comm comm, DuplicateWorld(deadline, who));
+  std::unique_ptr<MpiTransport> transport(new MpiTransport(world_rank, world_size, comm, options, native_check));
+  for (DType dtype : kAllDTypes) {
+    if (!NeedsUserOp(dtype)) continue;
+    for (ReduceOp op : kUserOps) {
+      MPI_Op& slot = transport->user_ops_[static_cast<size_t>(dtype)][static_cast<size_t>(op)];
+      const int rc = MPI_Op_create(UserFunction(dtype, op), /*commute=*/1, &slot);
+      if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(who, ": MPI_Op_create: ", MpiErrorText(rc)));
+    }
+  }
+  BRAID_RETURN_IF_ERROR(Annotate(transport->PostAbortReceive(), who));
+  return transport;
+}
+
+MpiTransport::MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options, bool native_check)
+    : Transport(rank, size),
+      comm_(comm),
+      options_(options),
+      native_check_(native_check),
+      sends_(static_cast<size_t>(size)),
+      recvs_(static_cast<size_t>(size)),
+      peer_failure_(static_cast<size_t>(size)),
+      abort_buffer_(std::make_shared<std::vector<char>>(kMaxAbortText)),
+      user_ops_(kNumDTypes, std::vector<MPI_Op>(4, MPI_OP_NULL)) {}
+
+MpiTransport::~MpiTransport() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;  // nothing can be released any more
+  FailAllPending(absl::FailedPreconditionError(absl::StrCat("rank ", rank(), ": mpi transport destroyed")));
+  if (abort_recv_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&abort_recv_);
+    if (!MpiWaitRequest(&abort_recv_, DeadlineIn(kReleaseBudget), "cancel").ok()) {
+      MPI_Request_free(&abort_recv_);
+      KeepAlive(abort_buffer_);
+    }
+  }
+  for (auto& per_dtype : user_ops_) {
+    for (MPI_Op& op : per_dtype) {
+      if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    }
+  }
+  MPI_Comm_free(&comm_);
+}
+
+absl::Status MpiTransport::PostAbortReceive() {
+  const int rc = MPI_Irecv(abort_buffer_->data(), static_cast<int>(abort_buffer_->size()), MPI_CHAR, MPI_ANY_SOURCE,
+                           kAbortTag, comm_, &abort_recv_);
+  if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat("MPI_Irecv of abort notices: ", MpiErrorText(rc)));
+  return absl::OkStatus();
+}
+
+absl::Status MpiTransport::CheckPeer(int peer) const {
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": mpi transport was aborted: ", aborted_.message()));
+  }
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": no peer ", peer, " in a group of ", size()));
+  }
+  return peer_failure_[static_cast<size_t>(peer)];
+}
+
+absl::StatusOr<OpId> MpiTransport::PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  header.magic = FrameHeader::kMagic;
+  header.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.is_send = true;
+  op.peer = peer;
+  op.header = header;
+  op.data = const_cast<std::byte*>(payload.data());
+  op.bytes = payload.size();
+  const bool inline_payload = op.bytes <= options_.inline_bytes;
+  op.staging.resize(kFrameHeaderBytes + (inline_payload ? op.bytes : 0));
+  std::memcpy(op.staging.data(), &header, kFrameHeaderBytes);
+  if (inline_payload && op.bytes > 0) std::memcpy(op.staging.data() + kFrameHeaderBytes, op.data, op.bytes);
+  int rc = MPI_Isend(op.staging.data(), static_cast<int>(op.staging.size()), MPI_BYTE, peer, kFrameTag, comm_,
+                     &op.first);
+  for (size_t offset = 0; rc == MPI_SUCCESS && !inline_payload && offset < op.bytes; offset += kMaxMessageBytes) {
+    op.payload.push_back(MPI_REQUEST_NULL);
+    rc = MPI_Isend(op.data + offset, static_cast<int>(std::min(kMaxMessageBytes, op.bytes - offset)), MPI_BYTE, peer,
+                   kPayloadTag, comm_, &op.payload.back());
+  }
+  sends_[static_cast<size_t>(peer)].push_back(id);
+  if (rc != MPI_SUCCESS) {
+    const absl::Status failure = absl::UnavailableError(absl::StrCat(
+        "rank ", rank(), ": mpi: MPI_Isend to peer ", peer, " of ", DescribeFrame(header), ": ", MpiErrorText(rc)));
+    FailPeer(peer, failure);
+    ops_.erase(id);
+    return failure;
+  }
+  return id;
+}
+
+absl::StatusOr<OpId> MpiTransport::PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  expected.magic = FrameHeader::kMagic;
+  expected.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.peer = peer;
+  op.header = expected;
+  op.data = payload.data();
+  op.bytes = payload.size();
+  // Room for any frame's first message, so a mismatched one is still read and described.
+  op.staging.resize(kFrameHeaderBytes + options_.inline_bytes);
+  const int rc = MPI_Irecv(op.staging.data(), static_cast<int>(op.staging.size()), MPI_BYTE, peer, kFrameTag, comm_,
+                           &op.first);
+  recvs_[static_cast<size_t>(peer)].push_back(id);
+  if (rc != MPI_SUCCESS) {
+    const absl::Status failure = absl::UnavailableError(absl::StrCat(
+        "rank ", rank(), ": mpi: MPI_Irecv from peer ", peer, " of ", DescribeFrame(expected), ": ", MpiErrorText(rc)));
+    FailPeer(peer, failure);
+    ops_.erase(id);
+    return failure;
+  }
+  return id;
+}
+
+void MpiTransport::Complete(OpId id, absl::Status status) {
+  Op& op = ops_.at(id);
+  op.complete = true;
+  op.status = std::move(status);
+}
+
+void MpiTransport::ReleaseRequests(Op& op, Deadline until) {
+  bool kept = false;
+  auto release = [&](MPI_Request& request) {
+    if (request == MPI_REQUEST_NULL) return;
+    if (!op.is_send) {
+      // A receive that has not matched yet cancels at once; one that has
+      // (a large payload under way) completes on its own shortly.
+      MPI_Cancel(&request);
+      if (MpiWaitRequest(&request, until, "cancel").ok()) return;
+    }
+    // Sends cannot be cancelled in Open MPI 4.1: freed, they finish (or not)
+    // in the background, so their staging memory is kept.
+    MPI_Request_free(&request);
+    kept = true;
+  };
+  release(op.first);
+  for (MPI_Request& request : op.payload) release(request);
+  if (kept) KeepAlive(std::move(op.staging));
+}
+
+void MpiTransport::FailPeer(int peer, const absl::Status& status) {
+  absl::Status& failure = peer_failure_[static_cast<size_t>(peer)];
+  if (failure.ok()) failure = status;
+  const Deadline until = DeadlineIn(kReleaseBudget);
+  for (auto* queue : {&sends_[static_cast<size_t>(peer)], &recvs_[static_cast<size_t>(peer)]}) {
+    for (OpId id : *queue) {
+      Op& op = ops_.at(id);
+      ReleaseRequests(op, until);
+      if (!op.complete) Complete(id, status);
+    }
+    queue->clear();
+  }
+}
+
+void MpiTransport::FailAllPending(const absl::Status& status) {
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank()) FailPeer(peer, status);
+  }
+}
+
+absl::StatusOr<bool> MpiTransport::Progress() {
+  poll_requests_.clear();
+  poll_slots_.clear();
+  if (abort_recv_ != MPI_REQUEST_NULL) {
+    poll_requests_.push_back(abort_recv_);
+    poll_slots_.push_back({0, -1});
+  }
+  for (int peer = 0; peer < size(); ++peer) {
+    for (auto* queue : {&sends_[static_cast<size_t>(peer)], &recvs_[static_cast<size_t>(peer)]}) {
+      for (OpId id : *queue) {
+        const Op& op = ops_.at(id);
+        if (op.first != MPI_REQUEST_NULL) {
+          poll_requests_.push_back(op.first);
+          poll_slots_.push_back({id, -1});
+        }
+        for (size_t k = 0; k < op.payload.size(); ++k) {
+          if (op.payload[k] == MPI_REQUEST_NULL) continue;
+          poll_requests_.push_back(op.payload[k]);
+          poll_slots_.push_back({id, static_cast<int>(k)});
+        }
+      }
+    }
+  }
+  const int n = static_cast<int>(poll_requests_.size());
+  if (n == 0) return false;
+  poll_indices_.resize(static_cast<size_t>(n));
+  poll_statuses_.resize(static_cast<size_t>(n));
+  int completed = 0;
+  const int rc = MPI_Testsome(n, poll_requests_.data(), &completed, poll_indices_.data(), poll_statuses_.data());
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+    return absl::InternalError(absl::StrCat("rank ", rank(), ": mpi: MPI_Testsome: ", MpiErrorText(rc)));
+  }
+  if (completed == MPI_UNDEFINED || completed == 0) return false;
+  // Completed requests are now MPI_REQUEST_NULL: copy the handles back.
+  for (int i = 0; i < n; ++i) {
+    const Slot& slot = poll_slots_[static_cast<size_t>(i)];
+    if (slot.id == 0) {
+      abort_recv_ = poll_requests_[static_cast<size_t>(i)];
+      continue;
+    }
+    Op& op = ops_.at(slot.id);
+    (slot.payload < 0 ? op.first : op.payload[static_cast<size_t>(slot.payload)]) =
+        poll_requests_[static_cast<size_t>(i)];
+  }
+  std::vector<int> dirty_peers;
+  for (int j = 0; j < completed; ++j) {
+    const int i = poll_indices_[static_cast<size_t>(j)];
+    const Slot& slot = poll_slots_[static_cast<size_t>(i)];
+    MPI_Status& status = poll_statuses_[static_cast<size_t>(j)];
+    const int error = rc == MPI_ERR_IN_STATUS ? status.MPI_ERROR : MPI_SUCCESS;
+    if (slot.id == 0) {
+      if (error != MPI_SUCCESS) continue;
+      int length = 0;
+      MPI_Get_count(&status, MPI_CHAR, &length);
+      const int peer = status.MPI_SOURCE;
+      const std::string text(abort_buffer_->data(), static_cast<size_t>(std::max(length, 0)));
+      if (peer >= 0 && peer < size() && peer != rank()) {
+        FailPeer(peer, absl::AbortedError(
+                           absl::StrCat("rank ", rank(), ": peer ", peer, " aborted the communicator: ", text)));
+      }
+      if (aborted_.ok()) BRAID_RETURN_IF_ERROR(PostAbortReceive());
+      continue;
+    }
+    Op& op = ops_.at(slot.id);
+    if (op.complete) continue;
+    if (error != MPI_SUCCESS) {
+      FailPeer(op.peer, absl::UnavailableError(absl::StrCat(
+                            "rank ", rank(), ": mpi: ", op.is_send ? "send to" : "receive from", " peer ", op.peer,
+                            " of ", DescribeFrame(op.header), ": ", MpiErrorText(error))));
+      continue;
+    }
+    if (!op.is_send && slot.payload < 0) MPI_Get_count(&status, MPI_BYTE, &op.first_bytes);
+    dirty_peers.push_back(op.peer);
+  }
+  for (int peer : dirty_peers) {
+    auto& sends = sends_[static_cast<size_t>(peer)];
+    for (auto it = sends.begin(); it != sends.end();) {
+      Op& op = ops_.at(*it);
+      const bool done = op.first == MPI_REQUEST_NULL &&
+                        std::all_of(op.payload.begin(), op.payload.end(),
+                                    [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+      if (!done) {
+        ++it;
+        continue;
+      }
+      Complete(*it, absl::OkStatus());
+      it = sends.erase(it);
+    }
+    AdvanceReceives(peer);
+  }
+  return true;
+}
+
+void MpiTransport::AdvanceReceives(int peer) {
+  auto& queue = recvs_[static_cast<size_t>(peer)];
+  for (auto it = queue.begin(); it != queue.end();) {
+    const OpId id = *it;
+    Op& op = ops_.at(id);
+    if (!op.header_checked) {
+      // MPI matches a peer's header messages in posting order: if this one
+      // has not arrived, no later one has.
+      if (op.first != MPI_REQUEST_NULL) return;
+      if (op.first_bytes < static_cast<int>(kFrameHeaderBytes)) {
+        FailPeer(peer, absl::DataLossError(absl::StrCat("rank ", rank(), ": mpi: peer ", peer, " sent a ",
+                                                        op.first_bytes, "-byte message, not a braid frame")));
+        return;
+      }
+      FrameHeader got;
+      std::memcpy(&got, op.staging.data(), kFrameHeaderBytes);
+      absl::Status match = CheckFrame(op.header, got, rank(), peer);
+      const bool inline_payload = op.bytes <= options_.inline_bytes;
+      const size_t want = kFrameHeaderBytes + (inline_payload ? op.bytes : 0);
+      if (match.ok() && static_cast<size_t>(op.first_bytes) != want) {
+        match = absl::DataLossError(absl::StrCat("rank ", rank(), ": mpi: peer ", peer, " sent ", op.first_bytes,
+                                                 " bytes for ", DescribeFrame(got), ", expected ", want));
+      }
+      if (!match.ok()) {
+        // The rest of this peer's stream cannot be trusted: fail it all.
+        FailPeer(peer, match);
+        return;
+      }
+      op.header_checked = true;
+      if (inline_payload) {
+        if (op.bytes > 0) std::memcpy(op.data, op.staging.data() + kFrameHeaderBytes, op.bytes);
+        std::vector<std::byte>().swap(op.staging);
+        Complete(id, absl::OkStatus());
+        it = queue.erase(it);
+        continue;
+      }
+      std::vector<std::byte>().swap(op.staging);
+      for (size_t offset = 0; offset < op.bytes; offset += kMaxMessageBytes) {
+        op.payload.push_back(MPI_REQUEST_NULL);
+        const int rc = MPI_Irecv(op.data + offset, static_cast<int>(std::min(kMaxMessageBytes, op.bytes - offset)),
+                                 MPI_BYTE, peer, kPayloadTag, comm_, &op.payload.back());
+        if (rc != MPI_SUCCESS) {
+          FailPeer(peer, absl::UnavailableError(absl::StrCat("rank ", rank(), ": mpi: MPI_Irecv from peer ", peer,
+                                                             " of ", DescribeFrame(op.header), ": ",
+                                                             MpiErrorText(rc))));
+          return;
+        }
+      }
+      ++it;
+      continue;
+    }
+    if (std::all_of(op.payload.begin(), op.payload.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
+      Complete(id, absl::OkStatus());
+      it = queue.erase(it);
+      continue;
+    }
+    ++it;
+  }
+}
+
+std::string MpiTransport::DescribePending(absl::Span<const OpId> ops) const {
+  std::string text;
+  int listed = 0;
+  for (OpId id : ops) {
+    auto it = ops_.find(id);
+    if (it == ops_.end() || it->second.complete) continue;
+    const Op& op = it->second;
+    if (listed++ == 4) {
+      absl::StrAppend(&text, "; ...");
+      break;
+    }
+    const char* stage = op.is_send ? "" : (op.header_checked ? " (header arrived, payload pending)" : " (no header yet)");
+    absl::StrAppend(&text, listed > 1 ? "; " : "", op.is_send ? "send to peer " : "receive from peer ", op.peer,
+                    " of ", DescribeFrame(op.header), stage);
+  }
+  return text;
+}
+
+absl::Status MpiTransport::Wait(absl::Span<const OpId> ops, Deadline deadline) {
+  for (OpId id : ops) {
+    if (!ops_.contains(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
+    }
+  }
+  MpiPoller poller;
+  while (true) {
+    absl::StatusOr<bool> moved = Progress();
+    if (!moved.ok()) FailAllPending(moved.status());
+    bool all_complete = true;
+    for (OpId id : ops) {
+      const Op& op = ops_.at(id);
+      if (op.complete && !op.status.ok()) {
+        absl::Status status = op.status;
+        for (OpId other : ops) {
+          if (ops_.at(other).complete) ops_.erase(other);
+        }
+        return status;
+      }
+      all_complete &= op.complete;
+    }
+    if (all_complete) {
+      for (OpId id : ops) ops_.erase(id);
+      return absl::OkStatus();
+    }
+    if (moved.ok() && *moved) {
+      poller.Progressed();
+      continue;
+    }
+    if (Expired(deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank(), ": mpi: deadline exceeded waiting for ", DescribePending(ops)));
+    }
+    poller.Idle();
+  }
+}
+
+void MpiTransport::Abort(const absl::Status& cause) {
+  if (!aborted_.ok()) return;
+  aborted_ = cause.ok() ? absl::CancelledError("aborted") : cause;
+  // Tell every peer why (one eager message each), best effort and bounded.
+  auto notice = std::make_shared<std::string>(aborted_.message().substr(0, kMaxAbortText));
+  std::vector<MPI_Request> notices;
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank() || !peer_failure_[static_cast<size_t>(peer)].ok()) continue;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(notice->data(), static_cast<int>(notice->size()), MPI_CHAR, peer, kAbortTag, comm_, &request) ==
+        MPI_SUCCESS) {
+      notices.push_back(request);
+    }
+  }
+  const Deadline until = DeadlineIn(kReleaseBudget);
+  int all_sent = notices.empty() ? 1 : 0;
+  MpiPoller poller;
+  while (!all_sent) {
+    if (MPI_Testall(static_cast<int>(notices.size()), notices.data(), &all_sent, MPI_STATUSES_IGNORE) != MPI_SUCCESS ||
+        Expired(until)) {
+      break;
+    }
+    if (!all_sent) poller.Idle();
+  }
+  if (!all_sent) {
+    for (MPI_Request& request : notices) {
+      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+    }
+    KeepAlive(notice);
+  }
+  FailAllPending(absl::AbortedError(absl::StrCat("rank ", rank(), ": mpi transport aborted: ", aborted_.message())));
+  if (abort_recv_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&abort_recv_);
+    if (!MpiWaitRequest(&abort_recv_, DeadlineIn(kReleaseBudget), "cancel").ok()) {
+      MPI_Request_free(&abort_recv_);
+      KeepAlive(abort_buffer_);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Native collectives.
+
+std::string MpiTransport::NativeWhat(const CollectiveArgs& args) const {
+  // "allreduce seq 7 (count 1000, float32, sum)": a frame's description without its step and bytes.
+  std::string frame = DescribeFrame(CollectiveHeader(args));
+  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
+  return absl::StrCat("rank ", rank(), ": mpi native ", frame);
+}
+
+absl::StatusOr<MPI_Datatype> MpiTransport::NativeType(const CollectiveArgs& args) const {
+  if (args.count > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(NativeWhat(args), ": native MPI collectives take at most ",
+                                                   INT_MAX, " elements per rank"));
+  }
+  switch (args.dtype) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kI8: return MPI_INT8_T;
+    case DType::kU8: return MPI_UINT8_T;
+    case DType::kF16:
+    case DType::kBF16: return MPI_UINT16_T;  // bits only: reduced by braid's kernels through a user op
+  }
+  return absl::UnimplementedError(absl::StrCat(NativeWhat(args), ": no MPI datatype"));
+}
+
+absl::StatusOr<MPI_Op> MpiTransport::NativeOp(const CollectiveArgs& args) const {
+  const ReduceOp op = args.op == ReduceOp::kAvg ? ReduceOp::kSum : args.op;
+  if (NeedsUserOp(args.dtype)) return user_ops_[static_cast<size_t>(args.dtype)][static_cast<size_t>(op)];
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kProd: return MPI_PROD;
+    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kAvg: break;
+  }
+  return absl::UnimplementedError(absl::StrCat(NativeWhat(args), ": no MPI op"));
+}
+
+absl::Status MpiTransport::WaitNative(MPI_Request* request, int rc, const CollectiveArgs& args, const char* call) {
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": mpi transport was aborted: ", aborted_.message()));
+  }
+  if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(NativeWhat(args), ": ", call, ": ", MpiErrorText(rc)));
+  absl::Status status = MpiWaitRequest(request, args.deadline, call);
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(NativeWhat(args), ": ", status.message(),
+                                   status.code() == absl::StatusCode::kDeadlineExceeded
+                                       ? " (a rank has not joined it; MPI cannot cancel it)"
+                                       : ""));
+}
+
+absl::Status MpiTransport::CheckAgreement(const CollectiveArgs& args) {
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": mpi transport was aborted: ", aborted_.message()));
+  }
+  if (!native_check_ || size() == 1) return absl::OkStatus();
+  FrameHeader mine = CollectiveHeader(args);
+  const uint64_t hash = Fingerprint(mine);
+  // AND over [h, ~h] equals [h, ~h] on every rank exactly when all h agree:
+  // a bit where two ranks differ clears both words' bit, which each of them sees.
+  uint64_t in[2] = {hash, ~hash};
+  uint64_t out[2] = {0, 0};
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Iallreduce(in, out, 2, MPI_UINT64_T, MPI_BAND, comm_, &request);
+  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Iallreduce (agreement check)"));
+  if (out[0] == hash && out[1] == ~hash) return absl::OkStatus();
+  // They disagree: every rank saw it; gather what each issued for the message.
+  std::vector<FrameHeader> all(static_cast<size_t>(size()));
+  rc = MPI_Iallgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, comm_, &request);
+  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Iallgather (agreement check)"));
+  std::string text = absl::StrCat("rank ", rank(), ": mismatched collective (native MPI): this rank issued ",
+                                  DescribeFrame(mine));
+  for (int peer = 0; peer < size(); ++peer) {
+    if (Fingerprint(all[static_cast<size_t>(peer)]) == hash) continue;
+    absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[static_cast<size_t>(peer)]));
+  }
+  return absl::InvalidArgumentError(text);
+}
+
+absl::Status MpiTransport::FinishAvg(const CollectiveArgs& args, absl::Span<std::byte> result) const {
+  if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, result, size());
+  return absl::OkStatus();
+}
+
+absl::Status MpiTransport::NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                           absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const void* send = input.data() == output.data() ? MPI_IN_PLACE : input.data();
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallreduce(send, output.data(), static_cast<int>(args.count), type, op, comm_, &request);
+  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Iallreduce"));
+  return FinishAvg(args, output);
+}
+
+absl::Status MpiTransport::NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                               absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Ireduce_scatter_block(input.data(), output.data(), static_cast<int>(args.count), type, op, comm_,
+                                           &request);
+  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Ireduce_scatter_block"));
+  return FinishAvg(args, output);
+}
+
+absl::Status MpiTransport::NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                           absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const size_t chunk = args.count * DTypeSize(args.dtype);
+  const bool in_place = chunk > 0 && input.data() == output.data() + static_cast<size_t>(rank()) * chunk;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int count = static_cast<int>(args.count);
+  const int rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data(), count, type, output.data(), count, type,
+                                comm_, &request);
+  return WaitNative(&request, rc, args, "MPI_Iallgather");
+}
+
+absl::Status MpiTransport::NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Ibcast(buffer.data(), static_cast<int>(args.count), type, args.root, comm_, &request);
+  return WaitNative(&request, rc, args, "MPI_Ibcast");
+}
+
+absl::Status MpiTransport::NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                        absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const bool root = rank() == args.root;
+  const void* send = root && input.data() == output.data() ? MPI_IN_PLACE : input.data();
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Ireduce(send, root ? output.data() : nullptr, static_cast<int>(args.count), type, op, args.root,
+                             comm_, &request);
+  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Ireduce"));
+  return root ? FinishAvg(args, output) : absl::OkStatus();
+}
+
+absl::Status MpiTransport::NativeBarrier(const CollectiveArgs& args) {
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Ibarrier(comm_, &request);
+  return WaitNative(&request, rc, args, "MPI_Ibarrier");
+}
+
+absl::Status MpiTransport::NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                          absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int count = static_cast<int>(args.count);
+  const int rc = MPI_Ialltoall(input.data(), count, type, output.data(), count, type, comm_, &request);
+  return WaitNative(&request, rc, args, "MPI_Ialltoall");
+}
+
+}  // namespace braid
