@@ -1,0 +1,90 @@
+#include "tests/collectives/conformance.h"
+
+#include <cstdlib>
+
+namespace braid::testing {
+
+bool FullMatrix() {
+  const char* value = std::getenv("BRAID_TEST_MATRIX");
+  return value != nullptr && std::string(value) == "full";
+}
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+namespace {
+
+std::vector<size_t> Sizes(int n) {
+  std::vector<size_t> sizes = {0, 1, 7, static_cast<size_t>(n > 1 ? n - 1 : 2), static_cast<size_t>(n + 1), 1000};
+  if (FullMatrix()) sizes.push_back((size_t{1} << 20) + 3);
+  return sizes;
+}
+
+template <typename T>
+absl::Status EveryCollective(Suite& suite, bool all_ops, const ConformanceOptions& options) {
+  const int n = suite.n;
+  const std::vector<ReduceOp> ops = all_ops ? std::vector<ReduceOp>(std::begin(kAllReduceOps), std::end(kAllReduceOps))
+                                            : std::vector<ReduceOp>{ReduceOp::kSum, ReduceOp::kAvg};
+  for (size_t count : Sizes(n)) {
+    for (ReduceOp op : ops) {
+      for (Algorithm algorithm : options.allreduce_algorithms) {
+        BRAID_RETURN_IF_ERROR(suite.AllReduce<T>(count, op, algorithm, /*in_place=*/false));
+        BRAID_RETURN_IF_ERROR(suite.AllReduce<T>(count, op, algorithm, /*in_place=*/true));
+      }
+      BRAID_RETURN_IF_ERROR(suite.ReduceScatter<T>(count, op));
+      BRAID_RETURN_IF_ERROR(suite.Reduce<T>(count, op, static_cast<int>(count % n)));
+    }
+    BRAID_RETURN_IF_ERROR(suite.AllGather<T>(count));
+    BRAID_RETURN_IF_ERROR(suite.Broadcast<T>(count, n - 1));
+    BRAID_RETURN_IF_ERROR(suite.AllToAll<T>(count));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunConformance(Communicator& comm, Deadline deadline, const ConformanceOptions& options) {
+  Suite suite{comm, deadline, comm.size(), comm.rank()};
+  const bool full = FullMatrix();
+  std::vector<Algorithm> others = {Algorithm::kAuto};
+  if (options.native_others) others.push_back(Algorithm::kNative);
+  for (Algorithm other : others) {
+    suite.others = other;
+    BRAID_RETURN_IF_ERROR(EveryCollective<float>(suite, /*all_ops=*/true, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<int32_t>(suite, /*all_ops=*/true, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<Half>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<BFloat16>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<double>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<int8_t>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<uint8_t>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(EveryCollective<int64_t>(suite, full, options));
+    BRAID_RETURN_IF_ERROR(suite.Run(comm.Barrier(suite.Others())));
+  }
+  // Send/recv around the ring.
+  if (suite.n > 1) {
+    BRAID_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({33}, DType::kI64));
+    BRAID_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({33}, DType::kI64));
+    Fill<int64_t>(out, suite.me, ReduceOp::kSum);
+    BRAID_ASSIGN_OR_RETURN(WorkHandle sent, comm.Send(out, (suite.me + 1) % suite.n));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle got, comm.Recv(in, (suite.me + suite.n - 1) % suite.n));
+    BRAID_RETURN_IF_ERROR(sent->Wait(suite.deadline));
+    BRAID_RETURN_IF_ERROR(got->Wait(suite.deadline));
+    const int from = (suite.me + suite.n - 1) % suite.n;
+    for (size_t i = 0; i < 33; ++i) {
+      BRAID_RETURN_IF_ERROR(ExpectEqual(in.data<int64_t>() + i, Value<int64_t>(from, i, ReduceOp::kSum), i, "recv"));
+    }
+  }
+  if (full) {
+    // 64 MiB a rank, every algorithm (pipelining and scratch reuse at scale).
+    for (Algorithm algorithm : options.allreduce_algorithms) {
+      BRAID_RETURN_IF_ERROR(suite.AllReduce<float>(size_t{16} << 20, ReduceOp::kSum, algorithm, false));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braid::testing
