@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth.h"
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "collectives/transport/mpi/mpi_runtime.h"
+#include "collectives/transport/mpi/mpi_transport.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "collectives/transport/tcp/tcp_transport.h"
 #include "runtime/store_bootstrap.h"
@@ -17,7 +21,8 @@ namespace braid {
 namespace {
 
 BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
-               "Transport: auto (shm when every rank shares this host, else tcp), shm or tcp.");
+               "Transport: auto (mpi under mpirun, else shm when every rank shares this host, else tcp), mpi, shm "
+               "or tcp.");
 BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
                "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
 
@@ -30,6 +35,34 @@ std::string HostName() {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline) {
+  const std::string name = absl::AsciiStrToLower(requested);
+  if (name == "mpi") {
+    if (!UnderMpirun()) {
+      return absl::FailedPreconditionError(
+          "BRAID_TRANSPORT=mpi needs a job started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE is not set): run "
+          "`mpirun -np N program`, or choose auto, shm or tcp");
+    }
+    return name;
+  }
+  if (name == "shm" || name == "tcp") return name;
+  if (name == "nccl") {
+    return absl::UnimplementedError(
+        "BRAID_TRANSPORT=nccl: the NCCL transport is not built yet (use auto, mpi, shm or tcp)");
+  }
+  if (name != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BRAID_TRANSPORT=\"", requested, "\" is not one of auto, mpi, shm, tcp"));
+  }
+  if (UnderMpirun()) return std::string("mpi");
+  // Collective: every rank learns every host name.
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> hosts, bootstrap.AllGather(HostName(), deadline));
+  for (const std::string& host : hosts) {
+    if (host != hosts[0]) return std::string("tcp");
+  }
+  return std::string("shm");
+}
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerEnv& env, ProcessGroupOptions options) {
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
@@ -51,7 +84,36 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   // (BRAID_JOB_SECRET, which braidrun sets), only the job's processes get in.
   BRAID_ASSIGN_OR_RETURN(const JobSecret secret, JobSecret::FromEnv());
   HostPort store_address;
-  if (!env_.store_addr.empty()) {
+  // Under mpirun without a launcher's store, MPI bootstraps the group (no
+  // MASTER_ADDR/MASTER_PORT needed); rank 0 still hosts a store, on
+  // MASTER_PORT if set, else any port, for the callers' own keys, and tells
+  // the others where it is over MPI.
+  std::unique_ptr<MpiBootstrap> mpi_bootstrap;
+  if (env_.under_mpirun && env_.store_addr.empty()) {
+    BRAID_ASSIGN_OR_RETURN(mpi_bootstrap, MpiBootstrap::Create(deadline));
+    if (mpi_bootstrap->rank() != env_.rank || mpi_bootstrap->size() != env_.world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("mpirun's environment says rank ", env_.rank, " of ",
+                                                     env_.world_size, ", MPI says rank ", mpi_bootstrap->rank(),
+                                                     " of ", mpi_bootstrap->size()));
+    }
+    std::string mine = HostName();
+    if (env_.rank == 0) {
+      StoreServerOptions server_options;
+      server_options.secret = secret;
+      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
+      if (!server.ok()) return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port));
+      server_ = std::move(*server);
+      absl::StrAppend(&mine, " ", server_->port());
+    }
+    BRAID_ASSIGN_OR_RETURN(std::vector<std::string> published, mpi_bootstrap->AllGather(mine, deadline));
+    const std::vector<std::string> host_port = absl::StrSplit(published[0], ' ');
+    int port = 0;
+    if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &port)) {
+      return absl::InternalError(absl::StrCat("rank 0 published \"", published[0], "\" as its store"));
+    }
+    // On rank 0's host: loopback; elsewhere its host name.
+    store_address = HostPort{host_port[0] == HostName() ? "127.0.0.1" : host_port[0], static_cast<uint16_t>(port)};
+  } else if (!env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
   } else {
     store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
@@ -73,21 +135,17 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   }
   std::shared_ptr<Store> base = std::move(*client);
   store_ = env_.store_prefix.empty() ? base : std::make_shared<PrefixStore>(env_.store_prefix, base);
-  StoreBootstrap bootstrap(*store_, env_.rank, env_.world_size);
+  StoreBootstrap store_bootstrap(*store_, env_.rank, env_.world_size);
+  Bootstrap& bootstrap = mpi_bootstrap ? static_cast<Bootstrap&>(*mpi_bootstrap) : store_bootstrap;
 
-  std::string transport = options.transport.empty() ? kTransportKnob.String() : options.transport;
-  transport = absl::AsciiStrToLower(transport);
-  if (transport == "auto") {
-    BRAID_ASSIGN_OR_RETURN(std::vector<std::string> hosts, bootstrap.AllGather(HostName(), deadline));
-    transport = "shm";
-    for (const std::string& host : hosts) {
-      if (host != hosts[0]) transport = "tcp";
-    }
-  }
+  const std::string requested = options.transport.empty() ? kTransportKnob.String() : options.transport;
+  BRAID_ASSIGN_OR_RETURN(const std::string transport, ChooseTransport(requested, bootstrap, deadline));
   std::unique_ptr<Transport> link;
-  if (transport == "shm") {
+  if (transport == "mpi") {
+    BRAID_ASSIGN_OR_RETURN(link, MpiTransport::Create(bootstrap, deadline));
+  } else if (transport == "shm") {
     BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline));
-  } else if (transport == "tcp") {
+  } else {
     TcpTransportOptions tcp;
     tcp.secret = secret;
     if (kTcpAddrKnob.IsSet()) {
@@ -96,9 +154,6 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
       BRAID_ASSIGN_OR_RETURN(tcp.advertise_host, LocalAddressToward(store_address));
     }
     BRAID_ASSIGN_OR_RETURN(link, TcpTransport::Create(bootstrap, deadline, tcp));
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("BRAID_TRANSPORT=\"", transport,
-                                                   "\" is not one of auto, shm, tcp (mpi and nccl are not built yet)"));
   }
   options.communicator.timeout = timeout_;
   BRAID_ASSIGN_OR_RETURN(comm_, Communicator::Create(std::move(link), options.communicator));

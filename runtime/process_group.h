@@ -5,10 +5,11 @@
 //   BRAID_RETURN_IF_ERROR(work->Wait());
 //
 // Create connects to the rendezvous store (the launcher's, BRAID_STORE_ADDR,
-// or one that rank 0 hosts on MASTER_ADDR:MASTER_PORT), picks the transport
-// (BRAID_TRANSPORT=auto|shm|tcp; auto = shm when every rank is on this host,
-// else tcp), connects it through a store bootstrap, and wraps it in a
-// Communicator. It is collective: every rank calls it; it blocks until the
+// or one that rank 0 hosts on MASTER_ADDR:MASTER_PORT; under mpirun without
+// a launcher's store, one rank 0 hosts on any port and announces over MPI),
+// picks the transport (ChooseTransport: BRAID_TRANSPORT, auto by default),
+// connects it through a bootstrap (over MPI under mpirun, else over the
+// store), and wraps it in a Communicator. It is collective: every rank calls it; it blocks until the
 // group is up or the timeout (BRAID_TIMEOUT_SEC) passes, naming the ranks
 // that never arrived.
 #ifndef BRAID_RUNTIME_PROCESS_GROUP_H_
@@ -18,8 +19,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "collectives/bootstrap.h"
 #include "collectives/communicator.h"
 #include "runtime/store/store.h"
 #include "runtime/store/tcp_store.h"
@@ -30,7 +33,7 @@ namespace braid {
 struct ProcessGroupOptions {
   // Rendezvous and per-collective deadline; default BRAID_TIMEOUT_SEC.
   absl::optional<absl::Duration> timeout;
-  // "auto", "shm" or "tcp"; empty = BRAID_TRANSPORT (default auto).
+  // "auto", "mpi", "shm" or "tcp"; empty = BRAID_TRANSPORT (default auto).
   std::string transport;
   CommunicatorOptions communicator;
 };
@@ -59,6 +62,14 @@ class ProcessGroup {
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
 };
+
+// The transport a group uses for `requested` (BRAID_TRANSPORT's value, any
+// case): auto = mpi under mpirun (OMPI_COMM_WORLD_SIZE set), else shm when
+// every rank's host name is the same (a collective AllGather over
+// `bootstrap`), else tcp. Asking for mpi outside mpirun is
+// kFailedPrecondition saying so; nccl is kUnimplemented (not built yet); an
+// unknown name is kInvalidArgument.
+absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline);
 
 // ReadWorkerEnv() + ProcessGroup::Create.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> InitFromEnv(ProcessGroupOptions options = {});

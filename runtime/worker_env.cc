@@ -59,7 +59,9 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv() {
   BRAID_ASSIGN_OR_RETURN(int port, IntVariable("MASTER_PORT", false, 0));
   if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", port, " is not a port"));
   env.master_port = static_cast<uint16_t>(port);
-  if (env.store_addr.empty() && env.world_size > 1 && (env.master_addr.empty() || env.master_port == 0)) {
+  // Under mpirun the group bootstraps over MPI instead (runtime/process_group.h).
+  if (env.store_addr.empty() && env.world_size > 1 && !env.under_mpirun &&
+      (env.master_addr.empty() || env.master_port == 0)) {
     return absl::InvalidArgumentError(absl::StrCat("MASTER_ADDR and MASTER_PORT must be set: ", kHowToStart));
   }
   return env;
