@@ -83,7 +83,8 @@ constexpr const char* kNotYet[] = {"reducescatter", "reduce_scatter", "allgather
 std::vector<Flag> BraidFlags(BraidOptions* o) {
   std::vector<Flag> flags = CommonFlags(&o->common);
   flags.push_back({'a', "algo", "ALGO[,ALGO...]",
-                   "all-reduce algorithms: ring, tree, rhd, auto (default); one table section each",
+                   "all-reduce algorithms: ring, tree, rhd, native (the transport's engine: MPI_Allreduce over mpi), "
+                   "auto (default); one table section each",
                    [o](absl::string_view v) -> absl::Status {
                      o->algorithms.clear();
                      for (absl::string_view name : absl::StrSplit(v, ',')) {
@@ -114,13 +115,15 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      }
                      return absl::InvalidArgumentError(absl::StrCat("unknown collective \"", v, "\" (allreduce)"));
                    }});
-  flags.push_back({'t', "transport", "auto|shm|tcp",
-                   "the process group's transport (default auto: shm when all ranks share this host)",
+  flags.push_back({'t', "transport", "auto|mpi|shm|tcp",
+                   "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
+                   "this host, else tcp)",
                    [o](absl::string_view v) -> absl::Status {
                      const std::string name = absl::AsciiStrToLower(v);
-                     if (name != "auto" && name != "shm" && name != "tcp") {
+                     if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp") {
                        return absl::InvalidArgumentError(absl::StrCat(
-                           "unknown transport \"", v, "\" (auto, shm, tcp; nccl-tests' -t thread count is not a braid flag)"));
+                           "unknown transport \"", v,
+                           "\" (auto, mpi, shm, tcp; nccl-tests' -t thread count is not a braid flag)"));
                      }
                      o->transport = name;
                      return absl::OkStatus();
