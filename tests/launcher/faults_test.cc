@@ -1,7 +1,7 @@
 // Things breaking on purpose during a real braidrun job (issue 8's fault
 // injection): strangers, garbage and wrong secrets at the job's store while
 // the workers all-reduce; the agent of one "node" SIGKILLed in a two-node
-// job; a worker SIGKILLed in the middle of train_mlp, which must resume from
+// job; a rank issuing a different count; a worker SIGKILLed in the middle of train_mlp, which must resume from
 // its checkpoint and end bit-identical to an uninterrupted run. Real
 // processes, real sockets, real signals.
 #include <signal.h>
@@ -191,6 +191,27 @@ TEST_CASE("faults: kill -9 a worker mid-training: restart, resume from the check
   CHECK(absl::StrContains(resumed.err, "rank 1 failed: signal SIGKILL (9); restarting the workers (restart 1 of 1)"));
   CHECK(absl::StrContains(resumed.out, "[rank 0]: resumed from "));
   CHECK(FinalHash(resumed.out) == expected);
+}
+
+TEST_CASE("faults: a rank that issues a different count: every rank gets the mismatch error", "[faults]") {
+  for (int n : {2, 3}) {
+    const ProcessExit exit =
+        RunProcess(Braidrun({"--standalone", absl::StrCat("--nproc-per-node=", n)}, {"--allreduce", "--mismatch-rank=1"}),
+                   {}, absl::StrCat("mismatch_", n), absl::Seconds(60), kUnset);
+    INFO(Dump(exit));
+    CHECK(exit.code == 1);
+    for (int r = 0; r < n; ++r) {
+      // Each rank's own error line, from its own stderr.
+      bool named = false;
+      for (absl::string_view line : absl::StrSplit(exit.err, '\n')) {
+        named = named || (absl::StartsWith(line, absl::StrCat("[rank ", r, "]: probe_worker: ")) &&
+                          absl::StrContains(line, "mismatched collective"));
+      }
+      INFO("rank " << r);
+      CHECK(named);
+    }
+    CHECK(absl::StrContains(exit.err, "braidrun: job failed"));
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 //   --allreduce           InitFromEnv, barrier, an int64 all-reduce checked exactly
 //   --rounds=N --round-sleep=S
 //                         N such all-reduces, S seconds apart (default 1)
+//   --mismatch-rank=R     rank R all-reduces 999 elements, the others 1000
 //   --fail-rank=R --fail-attempt=K|all --exit-code=C
 //                         on rank R in restart K (or every one), fail with exit code C (after the
 //                         all-reduce when there is one); C=-N raises signal N
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round) {
       if (round > 0) absl::SleepFor(absl::Seconds(round_sleep));
       // Element i of rank r holds r * 1000 + i + round: the sum is exact and known.
-      constexpr int64_t kCount = 1000;
+      // --mismatch-rank: that rank issues a different count, as a buggy trainer would.
+      const int64_t kCount = Flag(argc, argv, "--mismatch-rank") == absl::StrCat(rank) ? 999 : 1000;
       absl::StatusOr<braid::Tensor> tensor = braid::Tensor::Empty({kCount}, braid::DType::kI64);
       if (!tensor.ok()) return Fail(tensor.status().ToString());
       for (int64_t i = 0; i < kCount; ++i) tensor->data<int64_t>()[i] = rank * 1000 + i + round;
