@@ -316,6 +316,7 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
 
 void Agent::Report(const RendezvousResult& members) {
   absl::StatusOr<std::vector<FailureRecord>> all = rdzv_->Failures(members.round);
+  // Without the store (it is gone), this node's own failures are all we know.
   std::vector<FailureRecord> failures = all.ok() ? *all : local_failures_;
   std::string text = absl::StrCat(
       "================ braidrun: job failed ================\n", "run id ", run_id_, ", attempt ",
@@ -324,6 +325,7 @@ void Agent::Report(const RendezvousResult& members) {
   if (failures.empty()) {
     absl::StrAppend(&text, "no worker failed; the job stopped because: ", stop_reason_, "\n");
   } else {
+    if (!all.ok()) absl::StrAppend(&text, "the job stopped because: ", stop_reason_, "\n");
     const FailureRecord& first = failures.front();
     absl::StrAppend(&text, "first failure: rank ", first.global_rank, " (local rank ", first.local_rank, ") on ",
                     first.host, ": ", first.how, " at ",
@@ -447,9 +449,9 @@ int Agent::Run() {
     std::vector<WorkerExit> stopped = (*group)->Stop(SIGTERM, *grace);
     for (const WorkerExit& exit : stopped) {
       if (exit.succeeded() || exit.stopped_by_agent) continue;
-      (void)rdzv_->RecordFailure(members->round, {exit.time, exit.global_rank, exit.local_rank,
-                                                  absl::StrCat(host_, " (", spec.self.addr, ")"), exit.Describe(),
-                                                  exit.tail});
+      local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,
+                                 absl::StrCat(host_, " (", spec.self.addr, ")"), exit.Describe(), exit.tail});
+      (void)rdzv_->RecordFailure(members->round, local_failures_.back());
     }
     if (outcome == Outcome::kMembershipChange) {
       Say(absl::StrCat("a node is waiting to join: restarting the group (round ", members->round + 1, ")"));

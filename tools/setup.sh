@@ -20,6 +20,7 @@ PACKAGES=(
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
   python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
   clang             # clang 14 with libFuzzer: tools/fuzz.sh
+  iproute2          # ip netns: the network-partition test
 )
 
 fail() {
