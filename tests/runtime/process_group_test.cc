@@ -307,6 +307,45 @@ TEST_CASE("ReadWorkerEnv: Open MPI's variables when RANK is unset", "[runtime]")
 }
 
 // ---------------------------------------------------------------------------
+// ChooseTransport (under a real mpirun: tests/mpi)
+
+// One rank on this host.
+class SoloBootstrap final : public Bootstrap {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine, Deadline) override {
+    return std::vector<std::string>{std::string(mine)};
+  }
+};
+
+TEST_CASE("ChooseTransport: auto, names in any case, mpi only under mpirun, unknown names", "[runtime]") {
+  ScopedContract env;
+  SoloBootstrap bootstrap;
+  const Deadline deadline = DeadlineIn(absl::Seconds(10));
+  auto choose = [&](const char* requested) { return ChooseTransport(requested, bootstrap, deadline); };
+  CHECK(choose("auto").value_or("") == "shm");
+  CHECK(choose("TCP").value_or("") == "tcp");
+  CHECK(choose("shm").value_or("") == "shm");
+
+  const absl::StatusOr<std::string> mpi = choose("mpi");
+  CHECK(mpi.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(mpi.status().message(), "mpirun"));
+  CHECK(choose("nccl").status().code() == absl::StatusCode::kUnimplemented);
+  const absl::StatusOr<std::string> bogus = choose("infiniband");
+  CHECK(bogus.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(bogus.status().message(), "auto, mpi, shm, tcp"));
+
+  SECTION("under mpirun, auto is mpi and an explicit choice still wins") {
+    env.Set("OMPI_COMM_WORLD_SIZE", "1");
+    env.Set("OMPI_COMM_WORLD_RANK", "0");
+    CHECK(choose("auto").value_or("") == "mpi");
+    CHECK(choose("MPI").value_or("") == "mpi");
+    CHECK(choose("shm").value_or("") == "shm");
+  }
+}
+
+// ---------------------------------------------------------------------------
 // ProcessGroup over real processes
 
 TEST_CASE("ProcessGroup: launcher store (BRAID_STORE_ADDR), every transport, 1-3 ranks", "[runtime]") {
