@@ -98,12 +98,25 @@ Communicator::~Communicator() {
 
 void Communicator::Abort(const absl::Status& cause) {
   std::deque<Task> dropped;
+  bool abort_transport_here = false;
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = cause.ok() ? absl::CancelledError("communicator aborted") : cause;
     dropped.swap(queue_);
+    // The transport is not thread-safe: abort it here only when no collective
+    // is using it; otherwise the thread running one does, right after it.
+    if (!transport_aborted_ && !busy_) {
+      transport_aborted_ = true;
+      busy_ = true;
+      abort_transport_here = true;
+    }
   }
   for (Task& task : dropped) task.work->Finish(failure_);  // failure_ is never reset once set
+  if (abort_transport_here) {
+    transport_->Abort(failure_);  // tells the peers
+    MutexLock lock(&mu_);
+    busy_ = false;
+  }
 }
 
 Algorithm Communicator::Resolve(Algorithm requested) const {
@@ -180,9 +193,19 @@ void Communicator::RunTask(Task& task) {
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
     BRAID_LOG(ERROR) << status;
-    transport_->Abort(status);
     Abort(status);
   }
+  // This collective's error, or an Abort() that came while it ran: the peers
+  // are told now that the transport is free.
+  absl::Status abort_transport;
+  {
+    MutexLock lock(&mu_);
+    if (!failure_.ok() && !transport_aborted_) {
+      transport_aborted_ = true;
+      abort_transport = failure_;
+    }
+  }
+  if (!abort_transport.ok()) transport_->Abort(abort_transport);
   task.work->Finish(status);
 }
 

@@ -119,7 +119,8 @@ class Communicator {
   absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
   absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
 
-  // Fails everything queued and later with `cause` and tells the peers.
+  // Fails everything queued and later with `cause` and tells the peers (at
+  // once when idle; else as soon as the running collective ends). Any thread.
   void Abort(const absl::Status& cause);
 
   // The algorithm `call` would use for an all-reduce of `bytes` (for tests and benchmarks).
@@ -171,6 +172,7 @@ class Communicator {
   // A thread (the progress thread, or a caller running a small collective
   // inline) is using the transport.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
   std::thread progress_;
 };
 
