@@ -94,7 +94,7 @@ void MpiPoller::Idle() {
     sched_yield();
     return;
   }
-  sleep_ = std::min(kMaxSleep, sleep_ == absl::ZeroDuration() ? absl::Microseconds(20) : sleep_ * 2);
+  sleep_ = std::min(kMaxSleep, sleep_ == absl::ZeroDuration() ? absl::Microseconds(10) : sleep_ * 2);
   absl::SleepFor(sleep_);
 }
 

@@ -78,7 +78,7 @@ class MpiPoller {
 
  private:
   static constexpr absl::Duration kSpin = absl::Microseconds(200);
-  static constexpr absl::Duration kMaxSleep = absl::Milliseconds(1);
+  static constexpr absl::Duration kMaxSleep = absl::Microseconds(100);
   absl::Time spin_until_ = absl::InfinitePast();
   absl::Duration sleep_ = absl::ZeroDuration();
 };
