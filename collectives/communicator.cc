@@ -99,9 +99,11 @@ Communicator::~Communicator() {
 void Communicator::Abort(const absl::Status& cause) {
   std::deque<Task> dropped;
   bool abort_transport_here = false;
+  absl::Status failure;
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = cause.ok() ? absl::CancelledError("communicator aborted") : cause;
+    failure = failure_;
     dropped.swap(queue_);
     // The transport is not thread-safe: abort it here only when no collective
     // is using it; otherwise the thread running one does, right after it.
@@ -111,9 +113,9 @@ void Communicator::Abort(const absl::Status& cause) {
       abort_transport_here = true;
     }
   }
-  for (Task& task : dropped) task.work->Finish(failure_);  // failure_ is never reset once set
+  for (Task& task : dropped) task.work->Finish(failure);
   if (abort_transport_here) {
-    transport_->Abort(failure_);  // tells the peers
+    transport_->Abort(failure);  // tells the peers
     MutexLock lock(&mu_);
     busy_ = false;
   }
