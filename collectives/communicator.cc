@@ -84,7 +84,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       transport_name_(transport_->name()),
       options_(options),
       timeout_(timeout),
-      env_algorithm_(env_algorithm) {
+      env_algorithm_(env_algorithm),
+      flight_(rank_, size_, transport_name_) {
   progress_ = std::thread([this] { ProgressLoop(); });
 }
 
@@ -113,7 +114,10 @@ void Communicator::Abort(const absl::Status& cause) {
       abort_transport_here = true;
     }
   }
-  for (Task& task : dropped) task.work->Finish(failure);
+  for (Task& task : dropped) {
+    flight_.Finished(task.args.seq, failure);
+    task.work->Finish(failure);
+  }
   if (abort_transport_here) {
     transport_->Abort(failure);  // tells the peers
     MutexLock lock(&mu_);
@@ -178,6 +182,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
     args.segment_bytes = options_.segment_bytes;
     task = Task{WorkHandle(new Work(args.seq)), args, std::move(run)};
+    flight_.Queued(args, bytes);
     if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
       queue_.push_back(task);
       return task.work;
@@ -191,10 +196,14 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
 }
 
 void Communicator::RunTask(Task& task) {
+  flight_.Running(task.args.seq);
   absl::Status status = task.run(task.args);
+  flight_.Finished(task.args.seq, status);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
-    BRAID_LOG(ERROR) << status;
+    absl::StatusOr<std::string> dump = flight_.Dump(std::string(status.message()));
+    BRAID_LOG(ERROR) << status << " (flight recorder: "
+                     << (dump.ok() ? *dump : std::string(dump.status().message())) << ")";
     Abort(status);
   }
   // This collective's error, or an Abort() that came while it ran: the peers
@@ -222,6 +231,7 @@ void Communicator::ProgressLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       if (!failure_.ok()) {
+        flight_.Finished(task.args.seq, failure_);
         task.work->Finish(failure_);
         continue;
       }

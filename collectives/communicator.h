@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/algorithms.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/transport/transport.h"
 #include "tensor/tensor.h"
 
@@ -173,6 +174,7 @@ class Communicator {
   // inline) is using the transport.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
+  FlightRecorder flight_;
   std::thread progress_;
 };
 

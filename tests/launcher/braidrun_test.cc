@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "base/fd.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/mpi_env.h"
 #include "tests/harness/subprocess.h"
 
 namespace braid {
@@ -243,7 +244,7 @@ TEST_CASE("braidrun: --tee, --redirects and --local-ranks-filter", "[launcher]")
 TEST_CASE("braidrun: --mpi starts the workers through a real mpirun with the same contract", "[launcher][mpi]") {
   const ProcessExit exit =
       RunProcess(Braidrun({"--standalone", "--mpi", "--nproc-per-node=3"}, {"--env", "--allreduce"}),
-                 {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, "mpi", kTimeout, kUnset);
+                 MpiJobEnv(), "mpi", kTimeout, kUnset);
   INFO(Dump(exit));
   REQUIRE(exit.code == 0);
   for (int r = 0; r < 3; ++r) {
