@@ -226,6 +226,8 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
   set(base, "OMP_NUM_THREADS", "1", false);
   set(base, "BRAID_STORE_ADDR", ToString(store_.address), true);
   set(base, "BRAID_STORE_PREFIX", absl::StrCat("braidrun/", run_id_, "/r", members.round, "/workers"), true);
+  // Flight-recorder dumps next to the logs, per attempt (kept when the job fails).
+  set(base, "BRAID_FLIGHT_DIR", absl::StrCat(files_dir_, "/attempt_", members.round, "/flight"), false);
 
   const std::vector<std::string> command = WorkerCommand(o_);
   std::vector<WorkerSpec> specs;
@@ -339,6 +341,8 @@ void Agent::Report(const RendezvousResult& members) {
       absl::StrAppend(&text, "  ", line, "\n");
     }
   }
+  absl::StrAppend(&text, "logs, error files and flight-recorder dumps: ", files_dir_, "/attempt_", members.round,
+                  " (tools/flight_analyze.py ", files_dir_, "/attempt_", members.round, "/flight)\n");
   absl::StrAppend(&text, "======================================================\n");
   (void)!write(STDERR_FILENO, text.data(), text.size());
 }
@@ -467,7 +471,8 @@ int Agent::Run() {
     Say(absl::StrCat(stop_reason_, "; restarting the workers (restart ", restarts_, " of ", o_.max_restarts, ")"));
     after_round = members->round;
   }
-  if (own_files_dir_) RemoveTree(files_dir_);
+  // A failed job keeps its files (error files, flight-recorder dumps).
+  if (own_files_dir_ && exit_code == 0) RemoveTree(files_dir_);
   return exit_code;
 }
 

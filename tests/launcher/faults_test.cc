@@ -211,6 +211,16 @@ TEST_CASE("faults: a rank that issues a different count: every rank gets the mis
       CHECK(named);
     }
     CHECK(absl::StrContains(exit.err, "braidrun: job failed"));
+    // The report points at the flight-recorder dumps; the analyser finds the divergence there.
+    const size_t at = exit.err.find("(tools/flight_analyze.py ");
+    REQUIRE(at != std::string::npos);
+    const size_t start = at + std::string("(tools/flight_analyze.py ").size();
+    const std::string dir = exit.err.substr(start, exit.err.find(')', start) - start);
+    const ProcessExit analysis = RunProcess({"/usr/bin/python3", Runfile("tools/flight_analyze.py"), dir}, {},
+                                            absl::StrCat("mismatch_analysis_", n), absl::Seconds(30));
+    INFO(analysis.out << analysis.err);
+    CHECK(absl::StrContains(analysis.out, "diverged at seq 2: rank 0 issued allreduce count 1000 int64 sum; "
+                                          "rank 1 issued allreduce count 999 int64 sum"));
   }
 }
 
