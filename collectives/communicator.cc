@@ -1,9 +1,11 @@
 #include "collectives/communicator.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status.h"
@@ -13,6 +15,9 @@ namespace {
 
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle.");
+BRAID_ENV_KNOB(kDebugKnob, "BRAID_DEBUG", "",
+               "detail: before every collective, all ranks exchange what they are about to run and fail, listing "
+               "each rank's call, if they differ (one extra small all-gather per collective).");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
                "All-reduce algorithm: auto, ring, tree, rhd, direct or native (every collective as the transport's "
                "engine's own call: mpi).");
@@ -85,6 +90,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       options_(options),
       timeout_(timeout),
       env_algorithm_(env_algorithm),
+      debug_detail_(kDebugKnob.String() == "detail"),
       flight_(rank_, size_, transport_name_) {
   progress_ = std::thread([this] { ProgressLoop(); });
 }
@@ -195,9 +201,42 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
   return task.work;
 }
 
+absl::Status Communicator::CrossCheck(const CollectiveArgs& args) {
+  // Every rank contributes the header its collective's frames will carry;
+  // the exchange itself is framed as kCrossCheck with the same seq, so ranks
+  // whose sequence numbers already differ fail in the frame check instead.
+  const FrameHeader mine = CollectiveHeader(args);
+  CollectiveArgs check = args;
+  check.kind = CollectiveKind::kCrossCheck;
+  check.dtype = DType::kU8;
+  check.op = ReduceOp::kSum;
+  check.root = -1;
+  check.count = sizeof(FrameHeader);
+  std::vector<FrameHeader> all(static_cast<size_t>(size_));
+  BRAID_RETURN_IF_ERROR(RingAllGather(*transport_, check, AsBytes(mine),
+                                      absl::MakeSpan(reinterpret_cast<std::byte*>(all.data()),
+                                                     all.size() * sizeof(FrameHeader))));
+  bool agree = true;
+  for (const FrameHeader& other : all) {
+    agree = agree && other.kind == mine.kind && other.dtype == mine.dtype && other.reduce_op == mine.reduce_op &&
+            other.root == mine.root && other.count == mine.count && other.seq == mine.seq;
+  }
+  if (agree) return absl::OkStatus();
+  std::string calls;
+  for (size_t r = 0; r < all.size(); ++r) {
+    FrameHeader h = all[r];
+    h.tag = 0;
+    h.bytes = 0;
+    absl::StrAppend(&calls, r == 0 ? "" : "; ", "rank ", r, " issued ", DescribeFrame(h));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("rank ", rank_, ": BRAID_DEBUG=detail: the ranks issued different collectives: ", calls));
+}
+
 void Communicator::RunTask(Task& task) {
   flight_.Running(task.args.seq);
-  absl::Status status = task.run(task.args);
+  absl::Status status = debug_detail_ && task.args.seq > 0 ? CrossCheck(task.args) : absl::OkStatus();
+  if (status.ok()) status = task.run(task.args);
   flight_.Finished(task.args.seq, status);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));

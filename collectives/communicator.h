@@ -146,6 +146,8 @@ class Communicator {
                                      size_t bytes, const CallOptions& call,
                                      std::function<absl::Status(const CollectiveArgs&)> run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
+  // BRAID_DEBUG=detail: all ranks agree on `args` before it runs.
+  absl::Status CrossCheck(const CollectiveArgs& args);
   // The call's algorithm after the communicator's and BRAID_ALGO's defaults.
   Algorithm Resolve(Algorithm requested) const;
   // Whether a `kind` collective runs natively: true for kNative, which needs a
@@ -163,6 +165,7 @@ class Communicator {
   const CommunicatorOptions options_;
   const absl::Duration timeout_;
   const Algorithm env_algorithm_;
+  const bool debug_detail_;  // BRAID_DEBUG=detail
   Scratch scratch_;  // progress thread only
 
   absl::Mutex mu_;

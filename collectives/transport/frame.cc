@@ -18,6 +18,7 @@ const char* CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kAllToAll: return "alltoall";
     case CollectiveKind::kSendRecv: return "sendrecv";
     case CollectiveKind::kHandshake: return "handshake";
+    case CollectiveKind::kCrossCheck: return "crosscheck";
   }
   return "unknown";
 }

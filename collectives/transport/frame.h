@@ -28,6 +28,7 @@ enum class CollectiveKind : uint8_t {
   kAllToAll = 7,
   kSendRecv = 8,
   kHandshake = 9,
+  kCrossCheck = 10,  // BRAID_DEBUG=detail: every rank's next collective, before it runs
 };
 const char* CollectiveKindName(CollectiveKind kind);
 
