@@ -308,6 +308,37 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
 // largest power of two of ranks; the others fold into a partner first and
 // get the result back at the end. log2(size) steps: good for small and
 // medium messages.
+absl::Status DirectAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                             absl::Span<std::byte> output, Scratch& scratch) {
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
+  const int n = transport.size();
+  const int me = transport.rank();
+  const size_t bytes = args.count * DTypeSize(args.dtype);
+  // Slot r of scratch holds rank r's input (this rank's too when the call is
+  // in place: the output overwrites it before its turn in the rank order).
+  BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> slots, scratch.Get(static_cast<size_t>(n) * bytes));
+  auto slot = [&](int r) { return slots.subspan(static_cast<size_t>(r) * bytes, bytes); };
+  const bool in_place = output.data() == input.data();
+  std::vector<OpId> ops;
+  ops.reserve(2 * static_cast<size_t>(n - 1));
+  for (int k = 1; k < n; ++k) {  // staggered, so no peer gets everyone's send at once
+    const int to = (me + k) % n;
+    const int from = (me - k + n) % n;
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(from, Header(args, StepTag(0, 0)), slot(from)));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(to, Header(args, StepTag(0, 0)), input));
+    ops.push_back(r);
+    ops.push_back(s);
+  }
+  if (in_place) std::memcpy(slot(me).data(), input.data(), bytes);
+  BRAID_RETURN_IF_ERROR(transport.Wait(ops, args.deadline));
+  auto data_of = [&](int r) -> absl::Span<const std::byte> { return r == me && !in_place ? input : slot(r); };
+  HostReduce(args.dtype, args.op, output, data_of(0), data_of(1));
+  for (int r = 2; r < n; ++r) HostReduce(args.dtype, args.op, output, output, data_of(r));
+  if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, output, n);
+  return absl::OkStatus();
+}
+
 absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                           absl::Span<std::byte> output, Scratch& scratch) {
   BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));

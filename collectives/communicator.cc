@@ -291,10 +291,6 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
                                                    " and output ", output.DebugString(), " differ"));
   }
   const Algorithm algorithm = ChooseAllReduce(input.nbytes(), call.algorithm);
-  if (algorithm == Algorithm::kDirect) {
-    return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": all-reduce algorithm ", AlgorithmName(algorithm),
-                                                 " is not available on the ", transport_name_, " transport"));
-  }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllReduce));
   if (native) {
     return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
@@ -310,6 +306,8 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
                        return TreeAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
                      case Algorithm::kRhd:
                        return RhdAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                     case Algorithm::kDirect:
+                       return DirectAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
                      default:
                        return RingAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
                    }

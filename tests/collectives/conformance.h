@@ -240,7 +240,7 @@ struct Suite {
 
 struct ConformanceOptions {
   // The all-reduce algorithms to check, each against the same reference.
-  std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd};
+  std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kDirect};
   // Also run every other collective natively (the transport's engine), after braid's.
   bool native_others = false;
 };

@@ -85,7 +85,7 @@ absl::Status AlgorithmsAgree(Communicator& comm, Deadline deadline) {
 absl::Status Conformance(Deadline deadline) {
   BRAID_ASSIGN_OR_RETURN(Rank rank, Join(deadline, 1024));
   ConformanceOptions options;
-  options.allreduce_algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kNative};
+  options.allreduce_algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kDirect, Algorithm::kNative};
   options.native_others = true;
   BRAID_RETURN_IF_ERROR(RunConformance(*rank.comm, deadline, options));
   return AlgorithmsAgree(*rank.comm, deadline);
