@@ -193,18 +193,22 @@ TEST_CASE("faults: kill -9 a worker mid-training: restart, resume from the check
   CHECK(FinalHash(resumed.out) == expected);
 }
 
-TEST_CASE("faults: a rank that issues a different count: every rank gets the mismatch error", "[faults]") {
+// (That every rank's collective fails naming the mismatch is checked without
+// a launcher in tests/collectives: here the agent may stop a bystander rank
+// before it prints.)
+TEST_CASE("faults: a rank that issues a different count: both sides name the mismatch, the dumps the seq",
+          "[faults]") {
   for (int n : {2, 3}) {
     const ProcessExit exit =
         RunProcess(Braidrun({"--standalone", absl::StrCat("--nproc-per-node=", n)}, {"--allreduce", "--mismatch-rank=1"}),
                    {}, absl::StrCat("mismatch_", n), absl::Seconds(60), kUnset);
     INFO(Dump(exit));
     CHECK(exit.code == 1);
-    for (int r = 0; r < n; ++r) {
-      // Each rank's own error line, from its own stderr.
+    for (int r : {0, 1}) {
+      // Each of the two disagreeing ranks' own lines (its log or its exit message).
       bool named = false;
       for (absl::string_view line : absl::StrSplit(exit.err, '\n')) {
-        named = named || (absl::StartsWith(line, absl::StrCat("[rank ", r, "]: probe_worker: ")) &&
+        named = named || (absl::StartsWith(line, absl::StrCat("[rank ", r, "]: ")) &&
                           absl::StrContains(line, "mismatched collective"));
       }
       INFO("rank " << r);
