@@ -159,6 +159,7 @@ std::string TimeString(double time_us) {
 }
 
 std::string FormatColumn(const Row& row, const Measurement& m, double bus_factor) {
+  if (m.time_us < 0) return absl::StrFormat("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
   const double algbw = AlgBandwidth(row.bytes, m.time_us);
   const std::string wrong = m.wrong < 0 ? std::string("N/A") : absl::StrCat(m.wrong);
   return absl::StrFormat("  %7s  %6.2f  %6.2f  %5s", TimeString(m.time_us), algbw, algbw * bus_factor, wrong);
@@ -170,6 +171,7 @@ std::string JsonNumber(double value) {
 }
 
 std::string JsonMeasurement(const Row& row, const Measurement& m, double bus_factor) {
+  if (m.time_us < 0) return "null";
   const double algbw = AlgBandwidth(row.bytes, m.time_us);
   return absl::StrCat("{\"time_us\": ", JsonNumber(m.time_us), ", \"algbw_gbps\": ", JsonNumber(algbw),
                       ", \"busbw_gbps\": ", JsonNumber(algbw * bus_factor),
@@ -400,22 +402,31 @@ const char* NcclTypeName(DType dtype) {
   return "?";
 }
 
-void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data) {
+void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data, size_t first) {
   DispatchDType(dtype, [&](auto zero) {
     using T = decltype(zero);
     const size_t n = data.size() / sizeof(T);
     T* out = reinterpret_cast<T*>(data.data());
-    for (size_t i = 0; i < n; ++i) out[i] = InputValue<T>(op, rank, i);
+    for (size_t i = 0; i < n; ++i) out[i] = InputValue<T>(op, rank, first + i);
   });
 }
 
-void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data) {
+void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data, size_t first) {
   DispatchDType(dtype, [&](auto zero) {
     using T = decltype(zero);
     const size_t n = data.size() / sizeof(T);
     T* out = reinterpret_cast<T*>(data.data());
-    for (size_t i = 0; i < n; ++i) out[i] = ExpectedValue<T>(op, world_size, i);
+    for (size_t i = 0; i < n; ++i) out[i] = ExpectedValue<T>(op, world_size, first + i);
   });
+}
+
+void FillPattern(DType dtype, int rank, absl::Span<std::byte> data, size_t first) {
+  const size_t element = DTypeSize(dtype);
+  const size_t n = data.size() / element;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t bits = Mix(rank, first + i);
+    std::memcpy(data.data() + i * element, &bits, element);  // little-endian: the low bytes
+  }
 }
 
 void FillSentinel(absl::Span<std::byte> data) { std::memset(data.data(), 0xff, data.size()); }
@@ -436,6 +447,62 @@ double AlgBandwidth(size_t bytes, double time_us) {
 
 double AllReduceBusFactor(int world_size) {
   return world_size > 0 ? 2.0 * (world_size - 1) / world_size : 0;
+}
+
+const char* CollectiveName(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
+  std::string key = absl::AsciiStrToLower(name);
+  key.erase(std::remove_if(key.begin(), key.end(), [](char c) { return c == '_' || c == '-'; }), key.end());
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll, Collective::kSendRecv}) {
+    if (key == CollectiveName(c)) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown collective \"", name, "\" (allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv)"));
+}
+
+CollectiveCounts CountsFor(Collective collective, size_t count, int world_size) {
+  const size_t n = static_cast<size_t>(std::max(world_size, 1));
+  const size_t block = count / n;
+  switch (collective) {
+    case Collective::kReduceScatter: return {block * n, block, block};
+    case Collective::kAllGather: return {block, block * n, block};
+    case Collective::kAllToAll: return {block * n, block * n, block};
+    default: return {count, count, count};
+  }
+}
+
+double BusFactor(Collective collective, int world_size) {
+  if (world_size <= 0) return 0;
+  const double n = world_size;
+  switch (collective) {
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return (n - 1) / n;
+    default: return 1;
+  }
+}
+
+bool CollectiveReduces(Collective collective) {
+  return collective == Collective::kAllReduce || collective == Collective::kReduceScatter ||
+         collective == Collective::kReduce || collective == Collective::kSendRecv;
+}
+
+bool CollectiveHasRoot(Collective collective) {
+  return collective == Collective::kBroadcast || collective == Collective::kReduce;
 }
 
 std::string FormatArgumentsLine(const CommonOptions& o) {
@@ -462,16 +529,22 @@ std::string FormatColumnHeader() {
 }
 
 std::string FormatRow(const Row& row, DType dtype, ReduceOp op, int root, double bus_factor) {
-  return absl::StrCat(absl::StrFormat("%12d  %12d  %8s  %6s  %6d", row.bytes, row.count, NcclTypeName(dtype),
-                                      ReduceOpName(op), root),
+  return FormatRow(row, dtype, ReduceOpName(op), root, bus_factor);
+}
+
+std::string FormatRow(const Row& row, DType dtype, absl::string_view redop, int root, double bus_factor) {
+  return absl::StrCat(absl::StrFormat("%12d  %12d  %8s  %6s  %6d", row.bytes, row.count, NcclTypeName(dtype), redop,
+                                      root),
                       FormatColumn(row, row.out_of_place, bus_factor), FormatColumn(row, row.in_place, bus_factor),
                       "\n");
 }
 
 void AccumulateBusBandwidth(const Row& row, double bus_factor, double* sum, int* n) {
-  *sum += AlgBandwidth(row.bytes, row.out_of_place.time_us) * bus_factor;
-  *sum += AlgBandwidth(row.bytes, row.in_place.time_us) * bus_factor;
-  *n += 2;
+  for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    if (m->time_us < 0) continue;  // not run
+    *sum += AlgBandwidth(row.bytes, m->time_us) * bus_factor;
+    *n += 1;
+  }
 }
 
 std::string FormatFooter(int64_t wrong_total, double avg_bus_bandwidth) {
@@ -527,6 +600,8 @@ std::string JsonQuote(absl::string_view text) {
 absl::Status WriteJsonReport(const std::string& path, const JsonReport& r) {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"program\": ", JsonQuote(r.program), ",\n");
+  absl::StrAppend(&out, "  \"collective\": ", JsonQuote(r.collective), ",\n");
+  absl::StrAppend(&out, "  \"bus_factor\": ", JsonNumber(r.bus_factor), ",\n");
   absl::StrAppend(&out, "  \"machine\": {\"hostname\": ", JsonQuote(r.machine.hostname), ", \"nproc\": ", r.machine.nproc,
                   ", \"cpu_model\": ", JsonQuote(r.machine.cpu_model), ", \"date\": ", JsonQuote(r.machine.date),
                   ", \"transport\": ", JsonQuote(r.transport), ", \"world_size\": ", r.world_size, "},\n");
@@ -541,8 +616,9 @@ absl::Status WriteJsonReport(const std::string& path, const JsonReport& r) {
     const Row& row = r.rows[i];
     absl::StrAppend(&out, "    {\"algorithm\": ", JsonQuote(row.algorithm), ", \"algorithm_used\": ",
                     JsonQuote(row.algorithm_used), ", \"size\": ", row.bytes, ", \"count\": ", row.count,
-                    ", \"type\": ", JsonQuote(NcclTypeName(r.dtype)), ", \"redop\": ", JsonQuote(ReduceOpName(r.op)),
-                    ", \"root\": -1, \"out_of_place\": ", JsonMeasurement(row, row.out_of_place, r.bus_factor),
+                    ", \"type\": ", JsonQuote(NcclTypeName(r.dtype)), ", \"redop\": ",
+                    JsonQuote(r.redop.empty() ? std::string(ReduceOpName(r.op)) : r.redop), ", \"root\": ", r.root,
+                    ", \"out_of_place\": ", JsonMeasurement(row, row.out_of_place, r.bus_factor),
                     ", \"in_place\": ", JsonMeasurement(row, row.in_place, r.bus_factor), "}",
                     i + 1 < r.rows.size() ? ",\n" : "\n");
   }

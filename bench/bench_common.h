@@ -92,10 +92,17 @@ const char* NcclTypeName(DType dtype);
 // avg is the sum divided once by the number of ranks, as the collectives do
 // it (in float for float16/bfloat16; truncation toward zero for integers).
 
-// Fills `data` (count elements of `dtype`) with rank `rank`'s input.
-void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data);
-// Fills `data` with the expected all-reduce result over `world_size` ranks.
-void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data);
+// Fills `data` (count elements of `dtype`) with rank `rank`'s input, the
+// elements numbered from `first` (a reduce-scatter's block r starts at r * count).
+void FillCheckInput(DType dtype, ReduceOp op, int rank, absl::Span<std::byte> data, size_t first = 0);
+// Fills `data` with the expected all-reduce result over `world_size` ranks,
+// elements `first` onwards.
+void FillExpected(DType dtype, ReduceOp op, int world_size, absl::Span<std::byte> data, size_t first = 0);
+// For the collectives that only move data (all-gather, broadcast, all-to-all,
+// send/recv): element `first + i` of rank `rank`'s data gets a hash of (rank,
+// index) as raw bits, distinct per rank and element, so a block that lands in
+// the wrong place or from the wrong rank is caught. Compared bitwise.
+void FillPattern(DType dtype, int rank, absl::Span<std::byte> data, size_t first = 0);
 // A pattern no correct result has in the floating types (all bits set: NaN),
 // written over an output before the collective so a no-op cannot pass.
 void FillSentinel(absl::Span<std::byte> data);
@@ -107,7 +114,7 @@ int64_t CountMismatches(DType dtype, absl::Span<const std::byte> expected, absl:
 
 // One timed column: the average time of one iteration (max over ranks).
 struct Measurement {
-  double time_us = 0;
+  double time_us = 0;  // < 0: not run (nccl-tests' in-place all-to-all / send-recv); printed N/A
   int64_t wrong = -1;  // mismatching elements summed over ranks; < 0: not checked (N/A)
 };
 
@@ -125,6 +132,32 @@ double AlgBandwidth(size_t bytes, double time_us);
 // nccl-tests' bus-bandwidth factor for all-reduce: 2(n-1)/n.
 double AllReduceBusFactor(int world_size);
 
+// The collectives nccl-tests measures (one *_perf binary each), as braid_bench -C names them.
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv };
+// "allreduce", "reducescatter", ... (nccl-tests' binary names without "_perf" and "_").
+const char* CollectiveName(Collective collective);
+// Accepts those names, nccl-tests' spellings (all_reduce, reduce_scatter,
+// all_gather, alltoall) and dashes for underscores.
+absl::StatusOr<Collective> ParseCollective(absl::string_view name);
+// Element counts of one size step, as nccl-tests' <coll>GetCollByteCount
+// gives them for `count` = size / element size: what each rank sends, what it
+// receives, and the count passed to the call (the table's count column). The
+// table's size column is max(send, recv) * element size.
+struct CollectiveCounts {
+  size_t send = 0;
+  size_t recv = 0;
+  size_t param = 0;
+};
+CollectiveCounts CountsFor(Collective collective, size_t count, int world_size);
+// nccl-tests' bus-bandwidth factor (src/<coll>.cu, doc/PERFORMANCE.md):
+// all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
+// broadcast, reduce, send/recv 1. algbw is size / time in every case.
+double BusFactor(Collective collective, int world_size);
+// Whether the collective reduces (prints -o's op; the others print "none",
+// except send/recv, which prints the op as nccl-tests does) and takes a root.
+bool CollectiveReduces(Collective collective);
+bool CollectiveHasRoot(Collective collective);
+
 // "# nThread 1 nGpus 1 minBytes ... validation: 1 graph: 0\n".
 std::string FormatArgumentsLine(const CommonOptions& options);
 // "#  Rank  0 Group  0 Pid  12345 on   hostname device cpu <details>\n"; details
@@ -134,6 +167,8 @@ std::string FormatRankLine(int rank, int group, int64_t pid, absl::string_view h
 // The three header lines: out-of-place / in-place, names, units.
 std::string FormatColumnHeader();
 std::string FormatRow(const Row& row, DType dtype, ReduceOp op, int root, double bus_factor);
+// The same with the redop column given as text ("none" for the collectives that do not reduce).
+std::string FormatRow(const Row& row, DType dtype, absl::string_view redop, int root, double bus_factor);
 // The busbw of both columns, as nccl-tests averages them in its footer.
 void AccumulateBusBandwidth(const Row& row, double bus_factor, double* sum, int* n);
 // "# Out of bounds values : N OK|FAILED\n# Avg bus bandwidth    : X \n#\n".
@@ -156,6 +191,9 @@ std::string JsonQuote(absl::string_view text);
 
 struct JsonReport {
   std::string program;
+  std::string collective = "allreduce";
+  std::string redop;  // empty: ReduceOpName(op)
+  int root = -1;
   MachineInfo machine;
   std::string transport;
   int world_size = 0;

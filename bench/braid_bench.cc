@@ -1,7 +1,9 @@
-// braid_bench: nccl-tests' all_reduce_perf for braid. Every rank is one
-// process that joins its job with braid::InitFromEnv() (so it runs under
-// braidrun, torchrun, mpirun, or with RANK / WORLD_SIZE / MASTER_ADDR /
-// MASTER_PORT set by hand); rank 0 prints the nccl-tests table:
+// braid_bench: nccl-tests' *_perf programs for braid, one binary with -C
+// naming the collective (allreduce, reducescatter, allgather, broadcast,
+// reduce, alltoall, sendrecv). Every rank is one process that joins its job
+// with braid::InitFromEnv() (so it runs under braidrun, torchrun, mpirun, or
+// with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set by hand); rank 0
+// prints the nccl-tests table:
 //
 //   # nThread 1 nGpus 1 minBytes 8 maxBytes 67108864 step: 2(factor) ...
 //   #  Rank  0 Group  0 Pid  12345 on       host device cpu [local 0] <cpu>
@@ -11,17 +13,47 @@
 //   # Out of bounds values : 0 OK
 //   # Avg bus bandwidth    : 1.2345
 //
-// One table section per algorithm given to -a. Per size: with -c 1 the
+// Sizes and counts are nccl-tests' (<coll>GetCollByteCount): for a step of
+// `size` bytes, count = size / element size; reduce-scatter sends count/n*n
+// and receives count/n, all-gather sends count/n and receives count/n*n,
+// all-to-all sends and receives count/n*n (count/n per peer); the size column
+// is max(sent, received) bytes, the count column what the call is given.
+// algbw = size / time; busbw = algbw * the collective's factor (BusFactor in
+// bench_common.h). A step whose count rounds down to 0 is skipped.
+//
+// In-place, as nccl-tests lays it out: all-reduce and reduce use one buffer;
+// reduce-scatter's output is block `rank` of its input, all-gather's input is
+// block `rank` of its output; broadcast is in place by nature (its
+// out-of-place column copies the root's input into the output buffer first,
+// inside the timed call, which is what an out-of-place broadcast costs);
+// all-to-all and send/recv have no in-place form in braid, and their in-place
+// column is N/A (nccl-tests times it but reports no errors).
+//
+// Send/recv: each rank sends to rank+1 and receives from rank-1 (mod n), as
+// nccl-tests does; braid has no grouped send+receive, so even ranks issue the
+// send first and odd ranks the receive, which never deadlocks.
+//
+// One table section per algorithm given to -a (all-reduce: ring, tree, rhd,
+// native, auto; the others: auto or native). Per size: with -c 1 the
 // out-of-place and the in-place call are each run once on exact-check data
 // and compared element by element with a locally computed reference
 // (#wrong = mismatches summed over ranks); then each is run -w times untimed
 // and -n times timed. time = the average per iteration, the maximum over
-// ranks; algbw = bytes / time; busbw = algbw * 2(n-1)/n.
+// ranks.
 //
 // -z 0 (default) issues all -n iterations and then waits on the last (the
 // communicator runs them in issue order); -z 1 waits for each before issuing
 // the next. Buffers are allocated once, at the largest size, and first
 // touched before anything is timed; every size is a view of them.
+//
+// --tune FILE (all-reduce only) measures ring, tree and rhd (or -a's list)
+// over the sweep, picks the fastest out-of-place time at each size and writes
+// the winners for this transport and world size into FILE, the selection
+// table the communicator compiles in (collectives/allreduce_tuning.inc;
+// bench/tune.sh runs it for every transport and world size). Entries of other
+// transports and world sizes in FILE are kept.
+//
+// Long sweeps show one progress line on stderr when it is a terminal.
 //
 // Exit status: 0 all checks passed; 1 a collective failed or a check found
 // wrong values; 2 a bad flag or value (one line on stderr).
@@ -36,22 +68,27 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/deadline.h"
 #include "base/status.h"
 #include "bench/bench_common.h"
+#include "bench/tuning_table.h"
 #include "collectives/algorithms.h"
 #include "collectives/communicator.h"
 #include "runtime/process_group.h"
@@ -70,23 +107,23 @@ constexpr char kSummary[] =
 
 struct BraidOptions {
   CommonOptions common;
+  Collective collective = Collective::kAllReduce;
   std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  bool algorithms_given = false;
   bool blocking = false;
+  int root = 0;
   std::string transport = "auto";
+  std::string tune_path;  // --tune FILE
 };
-
-// Collectives nccl-tests has that braid_bench does not measure yet.
-constexpr const char* kNotYet[] = {"reducescatter", "reduce_scatter", "allgather", "all_gather", "broadcast",
-                                   "reduce",        "alltoall",       "all_to_all", "sendrecv",   "hypercube",
-                                   "gather",        "scatter",        "barrier"};
 
 std::vector<Flag> BraidFlags(BraidOptions* o) {
   std::vector<Flag> flags = CommonFlags(&o->common);
   flags.push_back({'a', "algo", "ALGO[,ALGO...]",
-                   "all-reduce algorithms: ring, tree, rhd, native (the transport's engine: MPI_Allreduce over mpi), "
-                   "auto (default); one table section each",
+                   "all-reduce: ring, tree, rhd, native (the transport's engine: MPI_Allreduce over mpi), auto "
+                   "(default); other collectives: auto or native; one table section each",
                    [o](absl::string_view v) -> absl::Status {
                      o->algorithms.clear();
+                     o->algorithms_given = true;
                      for (absl::string_view name : absl::StrSplit(v, ',')) {
                        absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(absl::StripAsciiWhitespace(name));
                        if (!algorithm.ok()) return algorithm.status();
@@ -102,18 +139,20 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      o->blocking = *n == 1;
                      return absl::OkStatus();
                    }});
-  flags.push_back({'C', "collective", "NAME", "allreduce (the only one so far)",
-                   [](absl::string_view v) -> absl::Status {
-                     std::string name = absl::AsciiStrToLower(v);
-                     absl::StrReplaceAll({{"-", "_"}}, &name);
-                     if (name == "allreduce" || name == "all_reduce") return absl::OkStatus();
-                     for (const char* later : kNotYet) {
-                       if (name == later) {
-                         return absl::UnimplementedError(
-                             absl::StrCat("\"", v, "\" is not measured yet; braid_bench measures allreduce only for now"));
-                       }
-                     }
-                     return absl::InvalidArgumentError(absl::StrCat("unknown collective \"", v, "\" (allreduce)"));
+  flags.push_back({'C', "collective", "NAME",
+                   "allreduce (default), reducescatter, allgather, broadcast, reduce, alltoall, sendrecv",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<Collective> collective = ParseCollective(v);
+                     if (!collective.ok()) return collective.status();
+                     o->collective = *collective;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'r', "root", "RANK", "root of broadcast and reduce (default 0)",
+                   [o](absl::string_view v) -> absl::Status {
+                     absl::StatusOr<int64_t> n = ParseInt(v, 0, 1 << 20);
+                     if (!n.ok()) return n.status();
+                     o->root = static_cast<int>(*n);
+                     return absl::OkStatus();
                    }});
   flags.push_back({'t', "transport", "auto|mpi|shm|tcp",
                    "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
@@ -133,61 +172,118 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      if (v != "1") return absl::InvalidArgumentError("braid runs one device per process: only -g 1");
                      return absl::OkStatus();
                    }});
+  flags.push_back({0, "tune", "FILE",
+                   "all-reduce: find the fastest of ring, tree, rhd (or -a's) at each size and write them into the "
+                   "selection table FILE for this transport and world size",
+                   [o](absl::string_view v) -> absl::Status {
+                     if (v.empty()) return absl::InvalidArgumentError("needs a file name");
+                     o->tune_path = std::string(v);
+                     return absl::OkStatus();
+                   }});
   return flags;
 }
 
-// Issues one all-reduce per the options; the handle, or why it could not be issued.
-absl::StatusOr<WorkHandle> Issue(Communicator& comm, const Tensor& in, const Tensor& out, ReduceOp op,
-                                 Algorithm algorithm) {
-  CallOptions call;
-  call.algorithm = algorithm;
-  return comm.AllReduce(in, out, op, call);
-}
-
-absl::Status RunOnce(Communicator& comm, const Tensor& in, const Tensor& out, ReduceOp op, Algorithm algorithm) {
-  BRAID_ASSIGN_OR_RETURN(WorkHandle work, Issue(comm, in, out, op, algorithm));
-  return work->Wait();
-}
-
-// `iterations` all-reduces, each waited for (blocking) or only the last.
-absl::Status RunIterations(Communicator& comm, const Tensor& in, const Tensor& out, ReduceOp op, Algorithm algorithm,
-                           int iterations, bool blocking) {
-  WorkHandle last;
-  for (int i = 0; i < iterations; ++i) {
-    BRAID_ASSIGN_OR_RETURN(last, Issue(comm, in, out, op, algorithm));
-    if (blocking) BRAID_RETURN_IF_ERROR(last->Wait());
+// Cross-flag checks that need no group.
+absl::Status ValidateBraid(BraidOptions& o) {
+  if (!o.tune_path.empty()) {
+    if (o.collective != Collective::kAllReduce) {
+      return absl::InvalidArgumentError("--tune measures all-reduce only: drop -C or give -C allreduce");
+    }
+    if (!o.algorithms_given) o.algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd};
+    for (Algorithm a : o.algorithms) {
+      if (a == Algorithm::kAuto || a == Algorithm::kNative || a == Algorithm::kDirect) {
+        return absl::InvalidArgumentError(absl::StrCat("--tune chooses among braid's own algorithms (ring, tree, "
+                                                       "rhd); -a has ", AlgorithmName(a)));
+      }
+    }
   }
-  // In issue order: the last one done means all are; a failure aborts the
-  // communicator, so the last one carries it.
-  if (last) BRAID_RETURN_IF_ERROR(last->Wait());
+  if (o.collective != Collective::kAllReduce) {
+    for (Algorithm a : o.algorithms) {
+      if (o.collective == Collective::kSendRecv && a != Algorithm::kAuto) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("-a/--algo: sendrecv is braid's own point-to-point: give auto, not ", AlgorithmName(a)));
+      }
+      if (a != Algorithm::kAuto && a != Algorithm::kNative) {
+        return absl::InvalidArgumentError(absl::StrCat("-a/--algo: ", CollectiveName(o.collective),
+                                                       " has one braid algorithm: give auto or native, not ",
+                                                       AlgorithmName(a)));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
-// Warm-up, barrier, then the timed iterations; this rank's microseconds per iteration.
-absl::StatusOr<double> TimeColumn(Communicator& comm, const Tensor& in, const Tensor& out, const BraidOptions& options,
-                                  Algorithm algorithm) {
-  BRAID_RETURN_IF_ERROR(
-      RunIterations(comm, in, out, options.common.op, algorithm, options.common.warmup_iters, options.blocking));
-  BRAID_ASSIGN_OR_RETURN(WorkHandle barrier, comm.Barrier());
-  BRAID_RETURN_IF_ERROR(barrier->Wait());
-  const auto start = std::chrono::steady_clock::now();
-  BRAID_RETURN_IF_ERROR(
-      RunIterations(comm, in, out, options.common.op, algorithm, options.common.iters, options.blocking));
-  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / options.common.iters;
+// The algorithm a non-all-reduce collective runs (communicator.cc).
+const char* FixedAlgorithmName(Collective collective) {
+  switch (collective) {
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: return "ring";
+    case Collective::kBroadcast:
+    case Collective::kReduce: return "chain";
+    case Collective::kAllToAll: return "pairwise";
+    case Collective::kSendRecv: return "p2p";
+    case Collective::kAllReduce: break;
+  }
+  return "auto";
 }
+
+// Shows "[braid_bench] allreduce ring 1048576 B (12/48)" on one line of
+// stderr, rewritten in place, when stderr is a terminal; silent otherwise.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { Clear(); }
+  void Show(const std::string& what, int done, int total) {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r\033[K[%s] %s (%d/%d)", kProgram, what.c_str(), done, total);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void Clear() {
+    if (!shown_) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  const bool enabled_;
+  bool shown_ = false;
+};
 
 class Bench {
  public:
-  Bench(ProcessGroup& group, const BraidOptions& options) : group_(group), comm_(group.comm()), options_(options) {}
+  Bench(ProcessGroup& group, const BraidOptions& options)
+      : group_(group), comm_(group.comm()), options_(options), progress_(group.rank() == 0) {}
 
   absl::Status Run();
   int64_t wrong_total() const { return wrong_total_; }
 
  private:
-  absl::Status AllocateBuffers(size_t max_count);
+  // One size step: the element counts and the views the calls use.
+  struct Step {
+    CollectiveCounts counts;
+    Tensor in;      // counts.send elements of input_
+    Tensor out;     // counts.recv elements of output_
+    Tensor whole;   // counts.send or recv elements of output_: an in-place reduce-scatter's input,
+                    // an in-place all-gather's output
+    Tensor mine;    // block `rank` of whole: an in-place reduce-scatter's output, all-gather's input
+  };
+
+  absl::Status AllocateBuffers(const std::vector<size_t>& counts);
   absl::Status GatherRankLines();
-  absl::Status RunSize(Algorithm algorithm, size_t count, Row* row);
+  absl::StatusOr<Step> MakeStep(size_t count);
+  bool HasInPlace() const {
+    return options_.collective != Collective::kAllToAll && options_.collective != Collective::kSendRecv;
+  }
+  // Issues one iteration (for send/recv: the send and the receive); the handle that finishes last.
+  absl::StatusOr<WorkHandle> Issue(const Step& step, bool in_place, Algorithm algorithm);
+  absl::Status RunIterations(const Step& step, bool in_place, Algorithm algorithm, int iterations);
+  absl::StatusOr<double> TimeColumn(const Step& step, bool in_place, Algorithm algorithm);
+  // Fills this rank's input for a checked call, runs it, and counts the wrong elements here.
+  absl::StatusOr<int64_t> CheckColumn(const Step& step, bool in_place, Algorithm algorithm);
+  absl::Status RunSize(Algorithm algorithm, const Step& step, Row* row);
+  absl::Status WriteTuning(const std::vector<Row>& rows);
   void Print(const std::string& text) const {
     if (group_.rank() != 0) return;
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -197,6 +293,7 @@ class Bench {
   ProcessGroup& group_;
   Communicator& comm_;
   const BraidOptions& options_;
+  Progress progress_;
   Tensor input_;
   Tensor output_;
   Tensor expected_;  // only with -c 1
@@ -209,9 +306,14 @@ class Bench {
   int bus_n_ = 0;
 };
 
-absl::Status Bench::AllocateBuffers(size_t max_count) {
+absl::Status Bench::AllocateBuffers(const std::vector<size_t>& counts) {
   const DType dtype = options_.common.dtype;
-  const int64_t n = static_cast<int64_t>(std::max<size_t>(max_count, 1));
+  size_t max_count = 1;
+  for (size_t count : counts) {
+    const CollectiveCounts k = CountsFor(options_.collective, count, comm_.size());
+    max_count = std::max({max_count, k.send, k.recv});
+  }
+  const int64_t n = static_cast<int64_t>(max_count);
   BRAID_ASSIGN_OR_RETURN(input_, Tensor::Empty({n}, dtype));
   BRAID_ASSIGN_OR_RETURN(output_, Tensor::Empty({n}, dtype));
   // First touch now: fresh pages cost ~10 us each, which no timed call should pay.
@@ -249,82 +351,271 @@ absl::Status Bench::GatherRankLines() {
   return absl::OkStatus();
 }
 
-absl::Status Bench::RunSize(Algorithm algorithm, size_t count, Row* row) {
+absl::StatusOr<Bench::Step> Bench::MakeStep(size_t count) {
+  Step step;
+  step.counts = CountsFor(options_.collective, count, comm_.size());
+  const CollectiveCounts& k = step.counts;
+  BRAID_ASSIGN_OR_RETURN(step.in, input_.Narrow(0, 0, static_cast<int64_t>(k.send)));
+  BRAID_ASSIGN_OR_RETURN(step.out, output_.Narrow(0, 0, static_cast<int64_t>(k.recv)));
+  BRAID_ASSIGN_OR_RETURN(step.whole, output_.Narrow(0, 0, static_cast<int64_t>(std::max(k.send, k.recv))));
+  step.mine = step.out;
+  if (options_.collective == Collective::kReduceScatter || options_.collective == Collective::kAllGather) {
+    const int64_t block = static_cast<int64_t>(k.param);
+    BRAID_ASSIGN_OR_RETURN(step.mine, output_.Narrow(0, comm_.rank() * block, block));
+  }
+  return step;
+}
+
+absl::StatusOr<WorkHandle> Bench::Issue(const Step& step, bool in_place, Algorithm algorithm) {
+  CallOptions call;
+  call.algorithm = algorithm;
+  const ReduceOp op = options_.common.op;
+  const int root = options_.root;
+  switch (options_.collective) {
+    case Collective::kAllReduce:
+      return comm_.AllReduce(in_place ? step.out : step.in, step.out, op, call);
+    case Collective::kReduceScatter:
+      return in_place ? comm_.ReduceScatter(step.whole, step.mine, op, call)
+                      : comm_.ReduceScatter(step.in, step.out, op, call);
+    case Collective::kAllGather:
+      return comm_.AllGather(in_place ? step.mine : step.in, step.out, call);
+    case Collective::kBroadcast:
+      if (!in_place && comm_.rank() == root) std::memcpy(step.out.data(), step.in.data(), step.out.nbytes());
+      return comm_.Broadcast(step.out, root, call);
+    case Collective::kReduce:
+      return comm_.Reduce(in_place ? step.out : step.in, step.out, op, root, call);
+    case Collective::kAllToAll:
+      return comm_.AllToAll(step.in, step.out, call);
+    case Collective::kSendRecv: {
+      const int n = comm_.size();
+      const int next = (comm_.rank() + 1) % n;
+      const int prev = (comm_.rank() + n - 1) % n;
+      // Even ranks send first, odd ranks receive first: a cycle of ranks all
+      // blocked in a send cannot form (see the file comment).
+      if (comm_.rank() % 2 == 0) {
+        BRAID_RETURN_IF_ERROR(comm_.Send(step.in, next, call).status());
+        return comm_.Recv(step.out, prev, call);
+      }
+      BRAID_RETURN_IF_ERROR(comm_.Recv(step.out, prev, call).status());
+      return comm_.Send(step.in, next, call);
+    }
+  }
+  return absl::InternalError("unknown collective");
+}
+
+// `iterations` calls, each waited for (blocking) or only the last.
+absl::Status Bench::RunIterations(const Step& step, bool in_place, Algorithm algorithm, int iterations) {
+  WorkHandle last;
+  for (int i = 0; i < iterations; ++i) {
+    BRAID_ASSIGN_OR_RETURN(last, Issue(step, in_place, algorithm));
+    if (options_.blocking) BRAID_RETURN_IF_ERROR(last->Wait());
+  }
+  // In issue order: the last one done means all are; a failure aborts the
+  // communicator, so the last one carries it.
+  if (last) BRAID_RETURN_IF_ERROR(last->Wait());
+  return absl::OkStatus();
+}
+
+// Warm-up, barrier, then the timed iterations; this rank's microseconds per iteration.
+absl::StatusOr<double> Bench::TimeColumn(const Step& step, bool in_place, Algorithm algorithm) {
+  BRAID_RETURN_IF_ERROR(RunIterations(step, in_place, algorithm, options_.common.warmup_iters));
+  BRAID_ASSIGN_OR_RETURN(WorkHandle barrier, comm_.Barrier());
+  BRAID_RETURN_IF_ERROR(barrier->Wait());
+  const auto start = std::chrono::steady_clock::now();
+  BRAID_RETURN_IF_ERROR(RunIterations(step, in_place, algorithm, options_.common.iters));
+  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / options_.common.iters;
+}
+
+absl::StatusOr<int64_t> Bench::CheckColumn(const Step& step, bool in_place, Algorithm algorithm) {
   const CommonOptions& c = options_.common;
-  row->count = count;
-  row->bytes = count * DTypeSize(c.dtype);
+  const DType dtype = c.dtype;
+  const int rank = comm_.rank();
+  const int n = comm_.size();
+  const int root = options_.root;
+  const size_t block_bytes = step.counts.param * DTypeSize(dtype);
+  absl::Span<std::byte> expected = expected_.bytes().subspan(0, step.out.nbytes());
+  // The result this rank checks: its output, or block `rank` of an in-place reduce-scatter.
+  Tensor result = step.out;
+
+  // Inputs (written where the call reads them) and a sentinel over the output.
+  FillSentinel(step.whole.bytes());
+  switch (options_.collective) {
+    case Collective::kAllReduce:
+    case Collective::kReduce:
+      FillCheckInput(dtype, c.op, rank, (in_place ? step.out : step.in).bytes());
+      break;
+    case Collective::kReduceScatter:
+      FillCheckInput(dtype, c.op, rank, (in_place ? step.whole : step.in).bytes());
+      if (in_place) result = step.mine;
+      break;
+    case Collective::kAllGather:
+      FillPattern(dtype, rank, (in_place ? step.mine : step.in).bytes());
+      break;
+    case Collective::kBroadcast:
+      if (rank == root) FillPattern(dtype, root, (in_place ? step.out : step.in).bytes());
+      break;
+    case Collective::kAllToAll:
+    case Collective::kSendRecv:
+      FillPattern(dtype, rank, step.in.bytes());
+      break;
+  }
+  // What this rank should end with.
+  expected = expected.subspan(0, result.nbytes());
+  bool compare = true;
+  switch (options_.collective) {
+    case Collective::kAllReduce: FillExpected(dtype, c.op, n, expected); break;
+    case Collective::kReduce:
+      compare = rank == root;  // the output is the root's only
+      if (compare) FillExpected(dtype, c.op, n, expected);
+      break;
+    case Collective::kReduceScatter: FillExpected(dtype, c.op, n, expected, rank * step.counts.param); break;
+    case Collective::kAllGather:
+      for (int p = 0; p < n; ++p) FillPattern(dtype, p, expected.subspan(p * block_bytes, block_bytes));
+      break;
+    case Collective::kBroadcast: FillPattern(dtype, root, expected); break;
+    case Collective::kAllToAll:
+      // Block p came from rank p, which sent its block `rank`.
+      for (int p = 0; p < n; ++p) {
+        FillPattern(dtype, p, expected.subspan(p * block_bytes, block_bytes), rank * step.counts.param);
+      }
+      break;
+    case Collective::kSendRecv: FillPattern(dtype, (rank + n - 1) % n, expected); break;
+  }
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, Issue(step, in_place, algorithm));
+  BRAID_RETURN_IF_ERROR(work->Wait());
+  return compare ? CountMismatches(dtype, expected, result.bytes()) : 0;
+}
+
+absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, Row* row) {
+  const CommonOptions& c = options_.common;
+  row->count = step.counts.param;
+  row->bytes = std::max(step.counts.send, step.counts.recv) * DTypeSize(c.dtype);
   row->algorithm = AlgorithmName(algorithm);
-  row->algorithm_used = AlgorithmName(comm_.ChooseAllReduce(row->bytes, algorithm));
-  const int64_t n = static_cast<int64_t>(count);
-  BRAID_ASSIGN_OR_RETURN(Tensor in, input_.Narrow(0, 0, n));
-  BRAID_ASSIGN_OR_RETURN(Tensor out, output_.Narrow(0, 0, n));
+  if (options_.collective == Collective::kAllReduce) {
+    row->algorithm_used = AlgorithmName(comm_.ChooseAllReduce(row->bytes, algorithm));
+  } else {
+    row->algorithm_used = algorithm == Algorithm::kNative ? "native" : FixedAlgorithmName(options_.collective);
+  }
+  const bool in_place = HasInPlace();
 
   if (c.check) {
-    BRAID_ASSIGN_OR_RETURN(Tensor expected, expected_.Narrow(0, 0, n));
-    FillExpected(c.dtype, c.op, comm_.size(), expected.bytes());
-    // Out of place: the output starts as garbage.
-    FillCheckInput(c.dtype, c.op, comm_.rank(), in.bytes());
-    FillSentinel(out.bytes());
-    BRAID_RETURN_IF_ERROR(RunOnce(comm_, in, out, c.op, algorithm));
-    wrongs_.data<int64_t>()[0] = CountMismatches(c.dtype, expected.bytes(), out.bytes());
-    // In place: the same tensor is input and output.
-    FillCheckInput(c.dtype, c.op, comm_.rank(), out.bytes());
-    BRAID_RETURN_IF_ERROR(RunOnce(comm_, out, out, c.op, algorithm));
-    wrongs_.data<int64_t>()[1] = CountMismatches(c.dtype, expected.bytes(), out.bytes());
-    BRAID_RETURN_IF_ERROR(RunOnce(comm_, wrongs_, wrongs_, ReduceOp::kSum, Algorithm::kAuto));
+    BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[0], CheckColumn(step, false, algorithm));
+    wrongs_.data<int64_t>()[1] = 0;
+    if (in_place) {
+      BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[1], CheckColumn(step, true, algorithm));
+    }
+    BRAID_ASSIGN_OR_RETURN(WorkHandle sum, comm_.AllReduce(wrongs_, ReduceOp::kSum));
+    BRAID_RETURN_IF_ERROR(sum->Wait());
     row->out_of_place.wrong = wrongs_.data<int64_t>()[0];
-    row->in_place.wrong = wrongs_.data<int64_t>()[1];
+    row->in_place.wrong = in_place ? wrongs_.data<int64_t>()[1] : -1;
   }
 
-  BRAID_ASSIGN_OR_RETURN(times_.data<double>()[0], TimeColumn(comm_, in, out, options_, algorithm));
-  BRAID_ASSIGN_OR_RETURN(times_.data<double>()[1], TimeColumn(comm_, out, out, options_, algorithm));
-  BRAID_RETURN_IF_ERROR(RunOnce(comm_, times_, times_, ReduceOp::kMax, Algorithm::kAuto));
+  BRAID_ASSIGN_OR_RETURN(times_.data<double>()[0], TimeColumn(step, false, algorithm));
+  times_.data<double>()[1] = -1;
+  if (in_place) {
+    BRAID_ASSIGN_OR_RETURN(times_.data<double>()[1], TimeColumn(step, true, algorithm));
+  }
+  BRAID_ASSIGN_OR_RETURN(WorkHandle max, comm_.AllReduce(times_, ReduceOp::kMax));
+  BRAID_RETURN_IF_ERROR(max->Wait());
   row->out_of_place.time_us = times_.data<double>()[0];
   row->in_place.time_us = times_.data<double>()[1];
   return absl::OkStatus();
 }
 
+absl::Status Bench::WriteTuning(const std::vector<Row>& rows) {
+  std::map<std::string, std::map<size_t, double>> times;  // algorithm -> size -> out-of-place us
+  for (const Row& row : rows) times[row.algorithm][row.bytes] = row.out_of_place.time_us;
+  std::vector<TuningPoint> points;
+  for (const auto& [size, unused] : times.begin()->second) {
+    TuningPoint point{size, "", 0};
+    for (const auto& [algorithm, by_size] : times) {
+      auto it = by_size.find(size);
+      if (it == by_size.end()) continue;
+      if (point.algorithm.empty() || it->second < point.time_us) point = {size, algorithm, it->second};
+    }
+    points.push_back(point);
+  }
+  const CommonOptions& c = options_.common;
+  const MachineInfo machine = DescribeMachine();
+  std::string load;
+  std::ifstream loadavg("/proc/loadavg");
+  std::getline(loadavg, load);
+  const std::string origin = absl::StrFormat(
+      "%s, %d CPUs, %s, %s, braid_bench --tune -d %s -o %s -n %d -w %d -b %d -e %d, load %s", machine.hostname,
+      machine.nproc, machine.cpu_model, machine.date, NcclTypeName(c.dtype), ReduceOpName(c.op), c.iters,
+      c.warmup_iters, c.min_bytes, c.max_bytes, std::string(absl::StripAsciiWhitespace(load)));
+  BRAID_RETURN_IF_ERROR(MergeTuningFile(options_.tune_path, comm_.transport_name(), comm_.size(),
+                                        RangesFromPoints(points), origin));
+  Print(absl::StrCat("# --tune: wrote ", comm_.transport_name(), " n=", comm_.size(), " to ", options_.tune_path,
+                     "\n"));
+  return absl::OkStatus();
+}
+
 absl::Status Bench::Run() {
   const CommonOptions& c = options_.common;
+  const Collective collective = options_.collective;
+  if (CollectiveHasRoot(collective) && options_.root >= comm_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-r/--root ", options_.root, " is not a rank of this ", comm_.size(), "-rank job"));
+  }
+  if (collective == Collective::kSendRecv && comm_.size() < 2) {
+    return absl::InvalidArgumentError("sendrecv needs at least 2 ranks");
+  }
   const std::vector<size_t> counts = SweepCounts(c);
-  BRAID_RETURN_IF_ERROR(AllocateBuffers(*std::max_element(counts.begin(), counts.end())));
+  BRAID_RETURN_IF_ERROR(AllocateBuffers(counts));
   BRAID_RETURN_IF_ERROR(GatherRankLines());
-  const double bus_factor = AllReduceBusFactor(comm_.size());
+  const double bus_factor = BusFactor(collective, comm_.size());
+  const int root = CollectiveHasRoot(collective) ? options_.root : -1;
+  const std::string redop = CollectiveReduces(collective) ? ReduceOpName(c.op) : "none";
 
   std::vector<std::string> names;
   for (Algorithm a : options_.algorithms) names.push_back(AlgorithmName(a));
   std::string header = FormatArgumentsLine(c);
-  absl::StrAppend(&header, "#\n# braid_bench: collective allreduce, datatype ", NcclTypeName(c.dtype), ", op ",
-                  ReduceOpName(c.op), ", algorithms ", absl::StrJoin(names, ","), ", blocking ",
-                  options_.blocking ? 1 : 0, ", transport ", comm_.transport_name(), " (asked ", options_.transport,
-                  "), world size ", comm_.size(), "\n#\n# Using devices\n");
+  absl::StrAppend(&header, "#\n# braid_bench: collective ", CollectiveName(collective), ", datatype ",
+                  NcclTypeName(c.dtype), ", op ", redop, ", root ", root, ", algorithms ", absl::StrJoin(names, ","),
+                  ", blocking ", options_.blocking ? 1 : 0, ", transport ", comm_.transport_name(), " (asked ",
+                  options_.transport, "), world size ", comm_.size(), "\n#\n# Using devices\n");
   for (const std::string& line : rank_lines_) absl::StrAppend(&header, line);
   Print(header);
 
+  const int total = static_cast<int>(options_.algorithms.size() * counts.size());
+  int done = 0;
   for (Algorithm algorithm : options_.algorithms) {
     Print(absl::StrCat("#\n# Algorithm: ", AlgorithmName(algorithm), "\n#\n", FormatColumnHeader()));
     int64_t section_wrong = 0;
     double section_bus = 0;
     int section_n = 0;
     for (size_t count : counts) {
+      BRAID_ASSIGN_OR_RETURN(const Step step, MakeStep(count));
+      const size_t bytes = std::max(step.counts.send, step.counts.recv) * DTypeSize(c.dtype);
+      progress_.Show(absl::StrCat(CollectiveName(collective), " ", AlgorithmName(algorithm), " ", bytes, " B"),
+                     ++done, total);
+      if (step.counts.param == 0) continue;  // below one element per rank
       Row row;
-      BRAID_RETURN_IF_ERROR(Annotate(RunSize(algorithm, count, &row),
-                                     absl::StrCat("allreduce ", AlgorithmName(algorithm), " of ",
-                                                  count * DTypeSize(c.dtype), " bytes")));
-      Print(FormatRow(row, c.dtype, c.op, -1, bus_factor));
+      BRAID_RETURN_IF_ERROR(Annotate(RunSize(algorithm, step, &row),
+                                     absl::StrCat(CollectiveName(collective), " ", AlgorithmName(algorithm), " of ",
+                                                  bytes, " bytes")));
+      progress_.Clear();
+      Print(FormatRow(row, c.dtype, redop, root, bus_factor));
       section_wrong += std::max<int64_t>(row.out_of_place.wrong, 0) + std::max<int64_t>(row.in_place.wrong, 0);
       AccumulateBusBandwidth(row, bus_factor, &section_bus, &section_n);
       rows_.push_back(std::move(row));
     }
+    progress_.Clear();
     Print(FormatFooter(section_wrong, section_n > 0 ? section_bus / section_n : 0));
     wrong_total_ += section_wrong;
     bus_sum_ += section_bus;
     bus_n_ += section_n;
   }
 
+  if (group_.rank() == 0 && !options_.tune_path.empty() && !rows_.empty()) BRAID_RETURN_IF_ERROR(WriteTuning(rows_));
   if (group_.rank() == 0 && !c.json_path.empty()) {
     JsonReport report;
     report.program = kProgram;
+    report.collective = CollectiveName(collective);
+    report.redop = redop;
+    report.root = root;
     report.machine = DescribeMachine();
     report.transport = comm_.transport_name();
     report.world_size = comm_.size();
@@ -332,7 +623,7 @@ absl::Status Bench::Run() {
       report.rank_lines.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
     }
     report.arguments = {
-        {"collective", JsonQuote("allreduce")},
+        {"collective", JsonQuote(CollectiveName(collective))},
         {"minbytes", absl::StrCat(c.min_bytes)},
         {"maxbytes", absl::StrCat(c.max_bytes)},
         {"stepfactor", c.step_bytes > 0 ? std::string("null") : absl::StrCat(c.step_factor)},
@@ -341,7 +632,8 @@ absl::Status Bench::Run() {
         {"warmup_iters", absl::StrCat(c.warmup_iters)},
         {"check", absl::StrCat(c.check)},
         {"datatype", JsonQuote(NcclTypeName(c.dtype))},
-        {"op", JsonQuote(ReduceOpName(c.op))},
+        {"op", JsonQuote(redop)},
+        {"root", absl::StrCat(root)},
         {"algo", JsonQuote(absl::StrJoin(names, ","))},
         {"blocking", options_.blocking ? "1" : "0"},
         {"transport_requested", JsonQuote(options_.transport)},
@@ -363,6 +655,7 @@ int Main(int argc, char** argv) {
   bool help = false;
   absl::Status parsed = ParseFlags(argc, argv, flags, &help);
   if (parsed.ok() && !help) parsed = ValidateCommon(options.common);
+  if (parsed.ok() && !help) parsed = ValidateBraid(options);
   if (!parsed.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram, std::string(parsed.message()).c_str());
     return 2;
@@ -384,7 +677,9 @@ int Main(int argc, char** argv) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s: rank %d: %s\n", kProgram, (*group)->rank(), status.ToString().c_str());
     // A failed collective has aborted the communicator; the peers fail too.
-    return 1;
+    return status.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(status.message(), "-r/--root")
+               ? 2
+               : 1;
   }
   return bench.wrong_total() == 0 ? 0 : 1;
 }

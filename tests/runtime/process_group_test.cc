@@ -518,7 +518,7 @@ TEST_CASE("braid_bench: two worker processes, exact check, nccl-tests table", "[
 
 TEST_CASE("braid_bench: bad flags are one line on stderr and exit status 2", "[runtime][bench]") {
   const std::vector<std::vector<std::string>> cases = {
-      {"--bogus"}, {"-d", "float7"}, {"-e", "12Q"}, {"-C", "broadcast"}, {"-t", "carrier-pigeon"}, {"-a", "ring,wat"},
+      {"--bogus"}, {"-d", "float7"}, {"-e", "12Q"}, {"-C", "gather"}, {"-t", "carrier-pigeon"}, {"-a", "ring,wat"},
       {"-b", "1M", "-e", "1K"}};
   int i = 0;
   for (const std::vector<std::string>& args : cases) {
