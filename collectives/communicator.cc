@@ -91,7 +91,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       timeout_(timeout),
       env_algorithm_(env_algorithm),
       debug_detail_(kDebugKnob.String() == "detail"),
-      flight_(rank_, size_, transport_name_) {
+      flight_(rank_, size_, transport_name_),
+      timeline_(Timeline::FromEnv(rank_, size_, transport_name_)) {
   progress_ = std::thread([this] { ProgressLoop(); });
 }
 
@@ -169,6 +170,7 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root,
                                                  size_t count, size_t bytes, const CallOptions& call,
+                                                 const char* algorithm,
                                                  std::function<absl::Status(const CollectiveArgs&)> run) {
   Task task;
   {
@@ -187,7 +189,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.count = count;
     args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
     args.segment_bytes = options_.segment_bytes;
-    task = Task{WorkHandle(new Work(args.seq)), args, std::move(run)};
+    task = Task{WorkHandle(new Work(args.seq)), args, std::move(run), bytes, algorithm, absl::Now()};
     flight_.Queued(args, bytes);
     if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
       queue_.push_back(task);
@@ -235,8 +237,20 @@ absl::Status Communicator::CrossCheck(const CollectiveArgs& args) {
 
 void Communicator::RunTask(Task& task) {
   flight_.Running(task.args.seq);
+  const absl::Time started = timeline_ ? absl::Now() : absl::Time();
   absl::Status status = debug_detail_ && task.args.seq > 0 ? CrossCheck(task.args) : absl::OkStatus();
   if (status.ok()) status = task.run(task.args);
+  if (timeline_) {
+    const CollectiveArgs& a = task.args;
+    timeline_->Span(absl::StrCat(CollectiveKindName(a.kind), " ", task.algorithm), Timeline::Track::kCollectives,
+                    started, absl::Now(),
+                    absl::StrCat("\"seq\": ", a.seq, ", \"bytes\": ",
+                                 task.bytes == kNeverInline ? a.count * DTypeSize(a.dtype) : task.bytes,
+                                 ", \"count\": ", a.count, ", \"dtype\": \"", DTypeName(a.dtype), "\", \"op\": \"",
+                                 ReduceOpName(a.op), "\", \"root\": ", a.root, ", \"algorithm\": \"", task.algorithm,
+                                 "\", \"queued_us\": ", absl::ToInt64Microseconds(started - task.queued),
+                                 ", \"ok\": ", status.ok() ? "true" : "false"));
+  }
   flight_.Finished(task.args.seq, status);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
@@ -294,12 +308,13 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllReduce));
   if (native) {
     return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
-                   input.nbytes(), call, [this, input, output](const CollectiveArgs& args) {
+                   input.nbytes(), call, "native",
+                   [this, input, output](const CollectiveArgs& args) {
                      return native_->NativeAllReduce(args, ConstBytes(input), Bytes(output));
                    });
   }
   return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
-                 input.nbytes(), call,
+                 input.nbytes(), call, AlgorithmName(algorithm),
                  [this, input, output, algorithm](const CollectiveArgs& args) {
                    switch (algorithm) {
                      case Algorithm::kTree:
@@ -324,7 +339,7 @@ absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, cons
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduceScatter));
   return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()),
-                 input.nbytes(), call,
+                 input.nbytes(), call, native ? "native" : "ring",
                  [this, input, output, native](const CollectiveArgs& args) {
                    if (native) return native_->NativeReduceScatter(args, ConstBytes(input), Bytes(output));
                    return RingReduceScatter(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
@@ -340,7 +355,8 @@ absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Te
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllGather));
   return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
-                 output.nbytes(), call, [this, input, output, native](const CollectiveArgs& args) {
+                 output.nbytes(), call, native ? "native" : "ring",
+                 [this, input, output, native](const CollectiveArgs& args) {
                    if (native) return native_->NativeAllGather(args, ConstBytes(input), Bytes(output));
                    return RingAllGather(*transport_, args, ConstBytes(input), Bytes(output));
                  });
@@ -353,7 +369,8 @@ absl::StatusOr<WorkHandle> Communicator::Broadcast(const Tensor& tensor, int roo
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBroadcast));
   return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), ReduceOp::kSum, root, static_cast<size_t>(tensor.numel()),
-                 tensor.nbytes(), call, [this, tensor, native](const CollectiveArgs& args) {
+                 tensor.nbytes(), call, native ? "native" : "chain",
+                 [this, tensor, native](const CollectiveArgs& args) {
                    if (native) return native_->NativeBroadcast(args, Bytes(tensor));
                    return ChainBroadcast(*transport_, args, Bytes(tensor));
                  });
@@ -374,7 +391,7 @@ absl::StatusOr<WorkHandle> Communicator::Reduce(const Tensor& input, const Tenso
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduce));
   return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()),
-                 input.nbytes(), call,
+                 input.nbytes(), call, native ? "native" : "chain",
                  [this, input, output, root, native](const CollectiveArgs& args) {
                    const absl::Span<std::byte> result = rank_ == root ? Bytes(output) : absl::Span<std::byte>();
                    if (native) return native_->NativeReduce(args, ConstBytes(input), result);
@@ -392,7 +409,7 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllToAll));
   return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
-                 static_cast<size_t>(input.numel() / size_), input.nbytes(), call,
+                 static_cast<size_t>(input.numel() / size_), input.nbytes(), call, native ? "native" : "pairwise",
                  [this, input, output, native](const CollectiveArgs& args) {
                    if (native) return native_->NativeAllToAll(args, ConstBytes(input), Bytes(output));
                    return PairwiseAllToAll(*transport_, args, ConstBytes(input), Bytes(output));
@@ -402,6 +419,7 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
 absl::StatusOr<WorkHandle> Communicator::Barrier(CallOptions call) {
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBarrier));
   return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, 0, call,
+                 native ? "native" : "dissemination",
                  [this, native](const CollectiveArgs& args) {
                    if (native) return native_->NativeBarrier(args);
                    return DisseminationBarrier(*transport_, args);
@@ -414,7 +432,7 @@ absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": send to peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 kNeverInline, call, [this, tensor, peer](const CollectiveArgs& args) {
+                 kNeverInline, call, "p2p", [this, tensor, peer](const CollectiveArgs& args) {
                    return SendTo(*transport_, args, peer, ConstBytes(tensor));
                  });
 }
@@ -425,7 +443,7 @@ absl::StatusOr<WorkHandle> Communicator::Recv(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": receive from peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 kNeverInline, call, [this, tensor, peer](const CollectiveArgs& args) {
+                 kNeverInline, call, "p2p", [this, tensor, peer](const CollectiveArgs& args) {
                    return RecvFrom(*transport_, args, peer, Bytes(tensor));
                  });
 }

@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "collectives/algorithms.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/timeline.h"
 #include "collectives/transport/transport.h"
 #include "tensor/tensor.h"
 
@@ -129,12 +130,19 @@ class Communicator {
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }
   const char* native_name() const { return native_ != nullptr ? native_->native_name() : "none"; }
+  // This communicator's BRAID_TIMELINE trace, or null when it is off. Layers
+  // above mark their own events on it (the reducer's buckets). Thread-safe.
+  Timeline* timeline() const { return timeline_.get(); }
 
  private:
   struct Task {
     WorkHandle work;
     CollectiveArgs args;
     std::function<absl::Status(const CollectiveArgs&)> run;
+    // For the timeline: bytes per rank, the algorithm's name, when it was issued.
+    size_t bytes = 0;
+    const char* algorithm = "";
+    absl::Time queued;
   };
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
@@ -143,7 +151,7 @@ class Communicator {
   // calling thread when it is small and nothing else is queued or running:
   // a hand-off to the progress thread costs more than a small collective.
   absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
-                                     size_t bytes, const CallOptions& call,
+                                     size_t bytes, const CallOptions& call, const char* algorithm,
                                      std::function<absl::Status(const CollectiveArgs&)> run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
   // BRAID_DEBUG=detail: all ranks agree on `args` before it runs.
@@ -178,6 +186,7 @@ class Communicator {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
   FlightRecorder flight_;
+  const std::unique_ptr<Timeline> timeline_;  // null unless BRAID_TIMELINE is set
   std::thread progress_;
 };
 

@@ -586,6 +586,13 @@ void Reducer::CompletionLoop() {
     }
     MutexLock lock(&mu_);
     bucket.done_time = absl::Now();
+    if (Timeline* timeline = comm_.timeline()) {
+      timeline->Span(absl::StrCat("bucket ", pending.bucket), Timeline::Track::kBuckets, launched, bucket.done_time,
+                     absl::StrCat("\"bucket\": ", pending.bucket, ", \"iteration\": ", iteration_,
+                                  ", \"bytes\": ", bucket.grad.buffer.nbytes(), ", \"parameters\": ",
+                                  bucket.grad.parameters.size(), ", \"hook\": \"", hook_->name(),
+                                  "\", \"ok\": ", status.ok() ? "true" : "false"));
+    }
     if (!status.ok() && iteration_error_.ok()) {
       iteration_error_ = Annotate(status, absl::StrCat("rank ", rank_, ": reducer: bucket ", pending.bucket, " of iteration ",
                                                        iteration_, " (", hook_->name(), ")"));
@@ -704,6 +711,13 @@ absl::Status Reducer::FinishIteration() {
     stats.hidden = stats.communication - stats.exposed;
     stats.overlap = stats.communication > absl::ZeroDuration() ? stats.hidden / stats.communication : 1.0;
     stats_ = stats;
+    if (Timeline* timeline = comm_.timeline()) {
+      // Backward: PrepareForBackward to Finalize; then what Finalize waited for the buckets.
+      const std::string args = absl::StrCat("\"iteration\": ", iteration_, ", \"buckets\": ", stats.buckets,
+                                            ", \"bytes\": ", stats.bytes, ", \"shadow\": ", shadow ? "true" : "false");
+      timeline->Span("backward", Timeline::Track::kBackward, prepare_time_, entry, args);
+      timeline->Span("finalize (waiting for buckets)", Timeline::Track::kBackward, entry, waited, args);
+    }
     BRAID_LOG(INFO) << "reducer: iteration " << stats.iteration << ": backward "
                     << absl::FormatDuration(stats.backward) << ", communication "
                     << absl::FormatDuration(stats.communication) << " (" << absl::FormatDuration(stats.exposed)
