@@ -46,7 +46,7 @@
 // the next. Buffers are allocated once, at the largest size, and first
 // touched before anything is timed; every size is a view of them.
 //
-// --tune FILE (all-reduce only) measures ring, tree and rhd (or -a's list)
+// --tune FILE (all-reduce only) measures ring, tree, rhd and direct (or -a's list)
 // over the sweep, picks the fastest out-of-place time at each size and writes
 // the winners for this transport and world size into FILE, the selection
 // table the communicator compiles in (collectives/allreduce_tuning.inc;
@@ -173,7 +173,7 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      return absl::OkStatus();
                    }});
   flags.push_back({0, "tune", "FILE",
-                   "all-reduce: find the fastest of ring, tree, rhd (or -a's) at each size and write them into the "
+                   "all-reduce: find the fastest of ring, tree, rhd, direct (or -a's) at each size and write them into the "
                    "selection table FILE for this transport and world size",
                    [o](absl::string_view v) -> absl::Status {
                      if (v.empty()) return absl::InvalidArgumentError("needs a file name");
@@ -189,11 +189,13 @@ absl::Status ValidateBraid(BraidOptions& o) {
     if (o.collective != Collective::kAllReduce) {
       return absl::InvalidArgumentError("--tune measures all-reduce only: drop -C or give -C allreduce");
     }
-    if (!o.algorithms_given) o.algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd};
+    if (!o.algorithms_given) {
+      o.algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kDirect};
+    }
     for (Algorithm a : o.algorithms) {
-      if (a == Algorithm::kAuto || a == Algorithm::kNative || a == Algorithm::kDirect) {
+      if (a == Algorithm::kAuto || a == Algorithm::kNative) {
         return absl::InvalidArgumentError(absl::StrCat("--tune chooses among braid's own algorithms (ring, tree, "
-                                                       "rhd); -a has ", AlgorithmName(a)));
+                                                       "rhd, direct); -a has ", AlgorithmName(a)));
       }
     }
   }

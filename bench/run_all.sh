@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
-# braid_bench against the MPI_Allreduce baseline on this host, f32 sum, 8 B .. 64 MiB:
-#   - braid over shm and over tcp, algorithms ring, tree, rhd and auto, its
+# Regenerates bench/RESULTS.md's measured tables and the charts in bench/plots/:
+# 1. all-reduce: braid_bench against the MPI_Allreduce baseline, f32 sum, 8 B .. 64 MiB:
+#   - braid over shm and over tcp, algorithms ring, tree, rhd, direct and auto, its
 #     workers started by braidrun;
 #   - mpi_allreduce_bench under mpirun: the default btl (vader shared memory),
 #     the same with glibc told never to unmap or trim (MALLOC_MMAP_MAX_=0
 #     MALLOC_TRIM_THRESHOLD_=64 GiB: Open MPI 4.1 allocates a fresh buffer per
 #     large call, see ../shared/DESIGN.md), and over tcp (--mca btl tcp,self);
+# 2. every other collective (reducescatter, allgather, broadcast, reduce,
+#    alltoall, sendrecv): braid_bench -C over shm and tcp (braidrun), and over
+#    mpi with -a auto,native under mpirun (native = Open MPI's own collective:
+#    the baseline), 8 B .. OTHER_MAXBYTES by x4;
 # at every world size in WORLD_SIZES (default "2 4"; above the core count the
-# ranks are oversubscribed). Raw tables and JSON go to bench/out/ (gitignored);
-# a markdown summary goes to stdout and bench/out/summary.md.
+# ranks are oversubscribed);
+# 3. the reducer's overhead (bench/reducer_bench.sh) and 4. the launcher's
+#    start-up (bench/launcher_bench.sh), unless SKIP_REDUCER / SKIP_LAUNCHER;
+# 5. PNG charts of every JSON (tools/plot_bench) into bench/plots/.
+# Raw tables and JSON go to bench/out/ (gitignored); the markdown summary goes
+# to stdout and bench/out/summary.md, and replaces the part of
+# bench/RESULTS.md between "<!-- run_all:begin -->" and "<!-- run_all:end -->"
+# (UPDATE_RESULTS=0 leaves RESULTS.md alone).
 #
-#   bench/run_all.sh                      # the full run (about 10 minutes on 2 cores)
-#   WORLD_SIZES=2 MAXBYTES=1M bench/run_all.sh   # a quick look
+#   bench/run_all.sh                      # the full run (about 13 minutes on 2 cores)
+#   WORLD_SIZES=2 MAXBYTES=1M OTHER_MAXBYTES=1M SKIP_REDUCER=1 SKIP_LAUNCHER=1 UPDATE_RESULTS=0 bench/run_all.sh
 #
 # Knobs (environment): WORLD_SIZES, MAXBYTES (64M), ITERS (20), WARMUP (5),
-# STEP (2; sizes are multiplied by it), BRAID_TIMEOUT_SEC (120).
+# STEP (2; sizes are multiplied by it), OTHER_MAXBYTES (16M), OTHER_ITERS (10),
+# REDUCER_REPS (3), LAUNCHER_REPS (3), BRAID_TIMEOUT_SEC (120).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -26,7 +38,12 @@ WARMUP=${WARMUP:-5}
 STEP=${STEP:-2}
 export BRAID_TIMEOUT_SEC=${BRAID_TIMEOUT_SEC:-120}
 SWEEP=(-b 8 -e "$MAXBYTES" -f "$STEP" -n "$ITERS" -w "$WARMUP" -c 1 -d float -o sum)
-ALGOS=ring,tree,rhd,auto
+ALGOS=ring,tree,rhd,direct,auto
+OTHER_MAXBYTES=${OTHER_MAXBYTES:-16M}
+OTHER_ITERS=${OTHER_ITERS:-10}
+OTHER_SWEEP=(-b 8 -e "$OTHER_MAXBYTES" -f 4 -n "$OTHER_ITERS" -w 2 -c 1 -d float -o sum)
+OTHERS="reducescatter allgather broadcast reduce alltoall sendrecv"
+started=$(date +%s)
 
 if [[ $EUID -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -35,14 +52,14 @@ fi
 log() { echo "[run_all] $*" >&2; }
 
 # --- build -------------------------------------------------------------------
-log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun"
-bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun >&2
+log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp"
+bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp >&2
 mkdir -p "$OUT/bin"
 # Copies: the bazel-bin symlink follows whatever config the last build used.
 cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench \
   bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
 BIN=$OUT/bin
-rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log
+rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log "$OUT"/*.md
 
 # N braid workers on this host under braidrun; rank 0's lines (prefixed
 # "[rank 0]: ") go to OUTFILE, braidrun's own and every rank's stderr to
@@ -83,17 +100,62 @@ for n in $WORLD_SIZES; do
       status=1
     fi
   done
+
+  for coll in $OTHERS; do
+    for transport in shm tcp; do
+      name=braid_${coll}_${transport}_n$n
+      log "$name: braid_bench -C $coll -t $transport ${OTHER_SWEEP[*]}"
+      if ! run_braid_workers "$n" "$OUT/$name.txt" \
+          "$BIN/braid_bench" -C "$coll" -t "$transport" "${OTHER_SWEEP[@]}" --json "$OUT/$name.json"; then
+        log "$name FAILED (see $OUT/$name.log)"
+        status=1
+      fi
+    done
+    name=braid_${coll}_mpi_n$n
+    algos=auto,native
+    [[ $coll == sendrecv ]] && algos=auto
+    log "$name: mpirun -np $n braid_bench -C $coll -t mpi -a $algos ${OTHER_SWEEP[*]}"
+    if ! mpirun --oversubscribe -np "$n" "$BIN/braid_bench" -C "$coll" -t mpi -a "$algos" "${OTHER_SWEEP[@]}" \
+        --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.log"; then
+      log "$name FAILED (see $OUT/$name.log)"
+      status=1
+    fi
+  done
 done
+collectives_done=$(date +%s)
+
+# --- the reducer and the launcher ---------------------------------------------
+if [[ -z "${SKIP_REDUCER:-}" ]]; then
+  log "reducer: bench/reducer_bench.sh (REPS=${REDUCER_REPS:-3})"
+  REPS=${REDUCER_REPS:-3} TRAIN_MLP=bazel-out/k8-opt/bin/examples/train_mlp bench/reducer_bench.sh \
+    > "$OUT/reducer.md" 2> "$OUT/reducer.log" || { log "reducer_bench FAILED (see $OUT/reducer.log)"; status=1; }
+fi
+if [[ -z "${SKIP_LAUNCHER:-}" ]]; then
+  log "launcher: bench/launcher_bench.sh ${LAUNCHER_REPS:-3}"
+  bench/launcher_bench.sh "${LAUNCHER_REPS:-3}" > "$OUT/launcher.md" 2> "$OUT/launcher.log" ||
+    { log "launcher_bench FAILED (see $OUT/launcher.log)"; status=1; }
+fi
+
+# --- charts ----------------------------------------------------------------------
+log "charts: tools/plot_bench -> bench/plots/"
+mkdir -p bench/plots
+rm -f bench/plots/*.png
+tools/plot_bench -o bench/plots "$OUT"/*.json > "$OUT/plots.txt" || { log "plot_bench FAILED"; status=1; }
 
 # --- summary -----------------------------------------------------------------
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-python3 - "$OUT" "$WORLD_SIZES" "$load_start" "$load_end" > "$OUT/summary.md" <<'PYTHON'
-import json, os, sys
+finished=$(date +%s)
+python3 - "$OUT" "$WORLD_SIZES" "$load_start" "$load_end" "$started" "$collectives_done" "$finished" \
+  "$OTHERS" > "$OUT/summary.md" <<'PYTHON'
+import datetime, json, os, sys
 
 out, world_sizes = sys.argv[1], [int(n) for n in sys.argv[2].split()]
 load_start, load_end = sys.argv[3], sys.argv[4]
+started, collectives_done, finished = (int(x) for x in sys.argv[5:8])
+others = sys.argv[8].split()
 SIZES = [(8, "8 B"), (64 << 10, "64 KiB"), (1 << 20, "1 MiB"), (16 << 20, "16 MiB"), (64 << 20, "64 MiB")]
-BRAID = [(t, a) for t in ("shm", "tcp") for a in ("ring", "tree", "rhd", "auto")]
+ALGOS = ("ring", "tree", "rhd", "direct", "auto")
+BRAID = [(t, a) for t in ("shm", "tcp") for a in ALGOS]
 MPI = [("vader", "MPI vader"), ("vader_nofree", "MPI vader, no free"), ("tcp", "MPI tcp")]
 
 def load(name):
@@ -119,7 +181,7 @@ def ratio(a, b):
 
 failures = []
 latency = {}
-print(f"# braid_bench vs MPI_Allreduce, float sum, out-of-place busbw (GB/s)\n")
+print(f"### All-reduce: braid_bench vs MPI_Allreduce, float sum, out-of-place busbw (GB/s)\n")
 machine = None
 for n in world_sizes:
     columns = {}
@@ -140,13 +202,13 @@ for n in world_sizes:
         return None if m is None else m["busbw_gbps"]
 
     header = list(columns) + ["best shm / best MPI", "best tcp / MPI tcp"]
-    print(f"## {n} ranks{' (oversubscribed)' if machine and n > machine['nproc'] else ''}\n")
+    print(f"#### {n} ranks{' (oversubscribed)' if machine and n > machine['nproc'] else ''}\n")
     print("| size | " + " | ".join(header) + " |")
     print("|---:|" + "---:|" * len(header))
     for size, label in SIZES:
         values = [busbw(c, size) for c in columns]
-        shm = [busbw(f"shm {a}", size) for a in ("ring", "tree", "rhd", "auto")]
-        tcp = [busbw(f"tcp {a}", size) for a in ("ring", "tree", "rhd", "auto")]
+        shm = [busbw(f"shm {a}", size) for a in ALGOS]
+        tcp = [busbw(f"tcp {a}", size) for a in ALGOS]
         mpi = [busbw(l, size) for _, l in MPI]
         best = lambda xs: max([x for x in xs if x is not None], default=None)
         digits = 4 if size < 4096 else 2
@@ -157,15 +219,63 @@ for n in world_sizes:
     print()
     latency[n] = {c: (columns[c].get(8) or {}).get("time_us") for c in columns}
 
-print("## 8-byte latency (us, out-of-place time, max over ranks)\n")
+print("#### All-reduce 8-byte latency (us, out-of-place time, max over ranks)\n")
 names = list(next(iter(latency.values())).keys()) if latency else []
 print("| ranks | " + " | ".join(names) + " |")
 print("|---:|" + "---:|" * len(names))
 for n, row in latency.items():
     print(f"| {n} | " + " | ".join(fmt(row[c]) for c in names) + " |")
 print()
+
+# Every other collective: braid over shm, tcp and mpi against Open MPI's own call (native).
+OTHER_SIZES = [(128, "128 B"), (8 << 10, "8 KiB"), (512 << 10, "512 KiB"), (8 << 20, "8 MiB")]
+print("### The other collectives: out-of-place busbw (GB/s), nccl-tests factors\n")
+print("braid = `-a auto` over each transport; MPI native = Open MPI's own collective through braid's mpi")
+print("transport (`-a native`; send/recv has none). Size = nccl-tests' size column (all ranks' data for")
+print("reducescatter/allgather/alltoall). #wrong = every row of the run, both columns.\n")
+for n in world_sizes:
+    print(f"#### {n} ranks\n")
+    print("| collective | size | shm | tcp | mpi | MPI native | #wrong |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for coll in others:
+        reports = {t: load(f"braid_{coll}_{t}_n{n}") for t in ("shm", "tcp", "mpi")}
+        wrong = 0
+        for t, r in reports.items():
+            if r is None:
+                failures.append(f"{coll} {t} n={n} (no report)")
+                continue
+            wrong += r.get("out_of_bounds_values", 0)
+            if r.get("out_of_bounds_values", 0) != 0:
+                failures.append(f"{coll} {t} n={n}")
+        cols = [rows_by(reports["shm"], "auto"), rows_by(reports["tcp"], "auto"), rows_by(reports["mpi"], "auto"),
+                rows_by(reports["mpi"], "native")]
+        for i, (size, label) in enumerate(OTHER_SIZES):
+            cells = [fmt((c.get(size) or {}).get("busbw_gbps"), 4 if size < 4096 else 2) for c in cols]
+            print(f"| {coll if i == 0 else ''} | {label} | " + " | ".join(cells) + f" | {wrong if i == 0 else ''} |")
+    print()
+
+for name, title in (("reducer", "The reducer: train_mlp step time, synced against NoSync (bench/reducer_bench.sh)"),
+                    ("launcher", "Launcher start-up and restart (bench/launcher_bench.sh)")):
+    path = os.path.join(out, name + ".md")
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        print(f"### {title}\n")
+        with open(path) as f:
+            print(f.read().strip())
+        print()
+
+plots = os.path.join(out, "plots.txt")
+if os.path.exists(plots):
+    print("### Charts (tools/plot_bench)\n")
+    for line in open(plots):
+        png = line.strip()
+        if png:
+            print(f"![{os.path.basename(png)}]({os.path.relpath(png, 'bench')})")
+    print()
+
 if machine:
     print(f"Machine: {machine['hostname']}, {machine['nproc']} CPUs, {machine['cpu_model']}, {machine['date']}.")
+print(f"Run time: {datetime.timedelta(seconds=finished - started)} in all "
+      f"(collectives {datetime.timedelta(seconds=collectives_done - started)}).")
 # Other work on the machine skews every figure (ranks are descheduled): say how busy it was.
 print(f"Load average (1/5/15 min) at start: {load_start}; at end: {load_end}.")
 print("\"no free\" = MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 exported to the MPI ranks.")
@@ -174,6 +284,17 @@ if failures:
     print("\n**Wrong values (#wrong > 0) in: " + ", ".join(failures) + "**")
 PYTHON
 cat "$OUT/summary.md"
+if [[ "${UPDATE_RESULTS:-1}" == 1 ]] && grep -q '<!-- run_all:begin -->' bench/RESULTS.md; then
+  python3 - "$OUT/summary.md" bench/RESULTS.md <<'PYTHON'
+import sys
+summary, results = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+begin, end = "<!-- run_all:begin -->", "<!-- run_all:end -->"
+head, rest = results.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(sys.argv[2], "w").write(head + begin + "\n" + summary.strip() + "\n" + end + tail)
+PYTHON
+  log "bench/RESULTS.md updated between the run_all markers"
+fi
 if grep -q "FAILED" "$OUT"/*.txt 2>/dev/null; then
   log "some table reports FAILED (wrong values): see $OUT/*.txt"
   status=1

@@ -30,6 +30,19 @@ constexpr size_t kNeverInline = SIZE_MAX;
 // Below this, latency dominates: log2(n) steps (rhd) beat 2(n-1) (ring).
 constexpr size_t kSmallAllReduceBytes = size_t{64} << 10;
 
+// The all-reduce selection table measured by braid_bench --tune (bench/tune.sh),
+// with the machine each group came from in its comments.
+struct TunedRange {
+  const char* transport;
+  int world_size;
+  uint64_t max_bytes;  // 0: no bound
+  const char* algorithm;
+};
+constexpr TunedRange kTunedRanges[] = {
+#include "collectives/allreduce_tuning.inc"
+    {nullptr, 0, 0, nullptr},  // the end (and what keeps the array non-empty)
+};
+
 absl::Span<const std::byte> ConstBytes(const Tensor& t) {
   return absl::MakeConstSpan(static_cast<const std::byte*>(t.data()), t.nbytes());
 }
@@ -93,6 +106,16 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       debug_detail_(kDebugKnob.String() == "detail"),
       flight_(rank_, size_, transport_name_),
       timeline_(Timeline::FromEnv(rank_, size_, transport_name_)) {
+  for (const TunedRange& range : kTunedRanges) {
+    if (range.transport == nullptr || transport_name_ != range.transport || size_ != range.world_size) continue;
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(range.algorithm);
+    // A table naming an algorithm this build lacks is ignored, never half-used.
+    if (!algorithm.ok() || *algorithm == Algorithm::kAuto || *algorithm == Algorithm::kNative) {
+      tuned_.clear();
+      break;
+    }
+    tuned_.emplace_back(range.max_bytes, *algorithm);
+  }
   progress_ = std::thread([this] { ProgressLoop(); });
 }
 
@@ -152,6 +175,9 @@ absl::StatusOr<bool> Communicator::UseNative(const CallOptions& call, Collective
 Algorithm Communicator::ChooseAllReduce(size_t bytes, Algorithm requested) const {
   requested = Resolve(requested);
   if (requested != Algorithm::kAuto) return requested;
+  for (const auto& [max_bytes, algorithm] : tuned_) {
+    if (max_bytes == 0 || bytes <= max_bytes) return algorithm;
+  }
   return bytes <= kSmallAllReduceBytes ? Algorithm::kRhd : Algorithm::kRing;
 }
 

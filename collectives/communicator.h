@@ -27,6 +27,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -125,7 +127,10 @@ class Communicator {
   // once when idle; else as soon as the running collective ends). Any thread.
   void Abort(const absl::Status& cause);
 
-  // The algorithm `call` would use for an all-reduce of `bytes` (for tests and benchmarks).
+  // The algorithm `call` would use for an all-reduce of `bytes` (for tests and
+  // benchmarks): the call's, the communicator's or BRAID_ALGO's choice; else
+  // the measured table (allreduce_tuning.inc, from braid_bench --tune) for
+  // this transport and world size; else rhd up to 64 KiB and ring above.
   Algorithm ChooseAllReduce(size_t bytes, Algorithm requested) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }
@@ -174,6 +179,9 @@ class Communicator {
   const absl::Duration timeout_;
   const Algorithm env_algorithm_;
   const bool debug_detail_;  // BRAID_DEBUG=detail
+  // The tuned table's ranges for this transport and world size: up to
+  // max_bytes (0: no bound) bytes, the algorithm. Empty: the built-in rule.
+  std::vector<std::pair<uint64_t, Algorithm>> tuned_;
   Scratch scratch_;  // progress thread only
 
   absl::Mutex mu_;

@@ -18,6 +18,7 @@ PACKAGES=(
   python3           # small tools and the bench plots
   procps            # ps/pkill used by the launcher tests
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
+  python3-matplotlib  # tools/plot_bench: the PNG charts in bench/
   python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
   clang             # clang 14 with libFuzzer: tools/fuzz.sh
   iproute2          # ip netns: the network-partition test

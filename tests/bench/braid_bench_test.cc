@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -190,6 +191,7 @@ TEST_CASE("braid_bench --tune writes this transport's rows and keeps the others"
   CHECK(absl::StrContains(exit.out, "# Algorithm: ring"));
   CHECK(absl::StrContains(exit.out, "# Algorithm: tree"));
   CHECK(absl::StrContains(exit.out, "# Algorithm: rhd"));
+  CHECK(absl::StrContains(exit.out, "# Algorithm: direct"));
   const std::string text = ReadFile(table);
   INFO(text);
   absl::StatusOr<std::vector<bench::TuningGroup>> groups = bench::ParseTuningTable(text);
@@ -201,10 +203,51 @@ TEST_CASE("braid_bench --tune writes this transport's rows and keeps the others"
   REQUIRE(!(*groups)[0].ranges.empty());
   CHECK((*groups)[0].ranges.back().max_bytes == 0);  // the last range is unbounded
   for (const bench::TuningRange& range : (*groups)[0].ranges) {
-    CHECK((range.algorithm == "ring" || range.algorithm == "tree" || range.algorithm == "rhd"));
+    CHECK((range.algorithm == "ring" || range.algorithm == "tree" || range.algorithm == "rhd" ||
+           range.algorithm == "direct"));
   }
   CHECK((*groups)[1].transport == "tcp");
   CHECK((*groups)[1].origin == "elsewhere");
+}
+
+TEST_CASE("braid_bench: auto follows the checked-in tuning table for its transport and world size", "[bench]") {
+  absl::StatusOr<std::vector<bench::TuningGroup>> groups =
+      bench::ParseTuningTable(ReadFile(Runfile("collectives/allreduce_tuning.inc")));
+  REQUIRE(groups.ok());
+  const int n = 2;
+  const std::string transport = GENERATE(std::string("shm"), std::string("tcp"));
+  std::vector<bench::TuningRange> ranges;
+  for (const bench::TuningGroup& g : *groups) {
+    if (g.transport == transport && g.world_size == n) ranges = g.ranges;
+  }
+  // What the communicator must pick at `size`: the table's first range that holds, else the built-in rule.
+  auto expected = [&](uint64_t size) -> std::string {
+    for (const bench::TuningRange& r : ranges) {
+      if (r.max_bytes == 0 || size <= r.max_bytes) return r.algorithm;
+    }
+    return size <= (64u << 10) ? "rhd" : "ring";
+  };
+  const std::string json = absl::StrCat(TestTempDir(), "/auto_", transport, ".json");
+  const std::vector<std::string> argv = {Runfile("launcher/braidrun"), "--standalone", "--nproc-per-node=2",
+                                         Runfile("bench/braid_bench"), "-t", transport, "-c", "1", "-b", "8",
+                                         "-e", "4M", "-f", "4", "-n", "1", "-w", "0", "--json", json};
+  const ProcessExit exit = RunProcess(argv, {{"BRAID_TIMEOUT_SEC", "60"}}, "auto_" + transport, kTimeout, kUnset);
+  INFO(exit.out << exit.err);
+  REQUIRE(exit.code == 0);
+  const std::string text = ReadFile(json);
+  int rows = 0;
+  for (size_t at = text.find("\"algorithm_used\": \""); at != std::string::npos;
+       at = text.find("\"algorithm_used\": \"", at + 1)) {
+    const size_t begin = at + std::strlen("\"algorithm_used\": \"");
+    const std::string used = text.substr(begin, text.find('"', begin) - begin);
+    const size_t size_at = text.find("\"size\": ", at) + std::strlen("\"size\": ");
+    uint64_t size = 0;
+    REQUIRE(absl::SimpleAtoi(text.substr(size_at, text.find(',', size_at) - size_at), &size));
+    INFO(transport << " " << size << " B: used " << used);
+    CHECK(used == expected(size));
+    ++rows;
+  }
+  CHECK(rows == 10);  // 8 B .. 2 MiB by 4
 }
 
 TEST_CASE("RangesFromPoints: runs merge, a lone noisy winner is smoothed, the last range is open", "[bench]") {
