@@ -253,22 +253,7 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
       moved |= Progress(peer);
     }
     // Done, or failed?
-    bool all_complete = true;
-    for (OpId id : ops) {
-      const Op& op = ops_.at(id);
-      if (op.complete && !op.status.ok()) {
-        absl::Status status = op.status;
-        for (OpId other : ops) {
-          if (ops_.at(other).complete) ops_.erase(other);
-        }
-        return status;
-      }
-      all_complete &= op.complete;
-    }
-    if (all_complete) {
-      for (OpId id : ops) ops_.erase(id);
-      return absl::OkStatus();
-    }
+    if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
     if (moved) {
       spin_until = absl::Now() + spin_;
       continue;

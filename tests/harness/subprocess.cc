@@ -109,6 +109,10 @@ std::vector<ProcessExit> WaitAll(const std::vector<pid_t>& pids, const std::vect
   return exits;
 }
 
+std::string Dump(const ProcessExit& exit) {
+  return absl::StrCat("exit ", exit.code, "\n--- stdout\n", exit.out, "--- stderr\n", exit.err);
+}
+
 ProcessExit RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& set,
                        const std::string& tag, absl::Duration timeout, const std::vector<std::string>& unset) {
   return WaitAll({Spawn(argv, set, tag, unset)}, {tag}, DeadlineIn(timeout))[0];

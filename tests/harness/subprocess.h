@@ -46,6 +46,9 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 std::vector<ProcessExit> WaitAll(const std::vector<pid_t>& pids, const std::vector<std::string>& tags,
                                  Deadline deadline);
 
+// "exit N", then stdout and stderr: what a failed check prints (INFO).
+std::string Dump(const ProcessExit& exit);
+
 // Spawn + WaitAll for one process.
 ProcessExit RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& set,
                        const std::string& tag, absl::Duration timeout, const std::vector<std::string>& unset = {});

@@ -22,32 +22,15 @@
 #include "catch2/catch.hpp"
 #include "tests/harness/mpi_env.h"
 #include "tests/harness/subprocess.h"
+#include "tests/launcher/launcher_test_util.h"
 
 namespace braid {
 namespace {
 
 const absl::Duration kTimeout = absl::Seconds(60);
 
-// The worker contract must come from braidrun, never from the test's own
-// environment.
-const std::vector<std::string> kUnset = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                                         "BRAID_STORE_ADDR", "BRAID_STORE_PREFIX", "OMPI_COMM_WORLD_RANK",
-                                         "OMPI_COMM_WORLD_SIZE"};
-
-std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<std::string> probe_args) {
-  std::vector<std::string> argv = {Runfile("launcher/braidrun")};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back(Runfile("tests/launcher/probe_worker"));
-  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
-  return argv;
-}
-
 ProcessExit Run(std::vector<std::string> flags, std::vector<std::string> probe_args, const std::string& tag) {
-  return RunProcess(Braidrun(std::move(flags), std::move(probe_args)), {}, tag, kTimeout, kUnset);
-}
-
-std::string Dump(const ProcessExit& exit) {
-  return absl::StrCat("exit ", exit.code, "\n--- stdout\n", exit.out, "--- stderr\n", exit.err);
+  return RunProcess(Braidrun(std::move(flags), std::move(probe_args)), {}, tag, kTimeout, kWorkerContract);
 }
 
 std::string MakeDir(const std::string& name) {
@@ -93,7 +76,7 @@ TEST_CASE("braidrun: two and three nodes on 127.0.0.x form one world through c10
                                      absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=multi",
                                      absl::StrCat("--local-addr=127.0.0.", i)},
                                     {"--env", "--allreduce"}),
-                           {{"BRAID_JOB_SECRET", "multi-node-secret"}}, tags.back(), kUnset));
+                           {{"BRAID_JOB_SECRET", "multi-node-secret"}}, tags.back(), kWorkerContract));
     }
     const std::vector<ProcessExit> exits = WaitAll(pids, tags, DeadlineIn(kTimeout));
     std::string all_out;
@@ -151,7 +134,7 @@ TEST_CASE("braidrun: SIGTERM or SIGKILL to the agent leaves no worker behind", "
     const std::string dir = MakeDir(absl::StrCat("pids_", sig));
     const std::string tag = absl::StrCat("orphans_", sig);
     const pid_t agent = Spawn(Braidrun({"--standalone", "--nproc-per-node=3"}, {"--pid-dir=" + dir, "--sleep=60"}),
-                              {}, tag, kUnset);
+                              {}, tag, kWorkerContract);
     REQUIRE(agent > 0);
     std::vector<pid_t> workers;
     const Deadline deadline = DeadlineIn(absl::Seconds(20));
@@ -204,9 +187,9 @@ TEST_CASE("braidrun: a node joining an elastic job restarts it bigger, no restar
                                     absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=elastic",
                                     "--rdzv-conf=last_call_timeout=0.2", absl::StrCat("--local-addr=127.0.0.", i)};
   };
-  const pid_t first = Spawn(Braidrun(flags(1), {"--wait-world=2", "--allreduce"}), {}, "elastic_1", kUnset);
+  const pid_t first = Spawn(Braidrun(flags(1), {"--wait-world=2", "--allreduce"}), {}, "elastic_1", kWorkerContract);
   absl::SleepFor(absl::Milliseconds(800));  // the first round closes with one node
-  const pid_t second = Spawn(Braidrun(flags(2), {"--wait-world=2", "--allreduce"}), {}, "elastic_2", kUnset);
+  const pid_t second = Spawn(Braidrun(flags(2), {"--wait-world=2", "--allreduce"}), {}, "elastic_2", kWorkerContract);
   const std::vector<ProcessExit> exits = WaitAll({first, second}, {"elastic_1", "elastic_2"}, DeadlineIn(kTimeout));
   INFO(Dump(exits[0]) << Dump(exits[1]));
   CHECK(exits[0].code == 0);
@@ -244,7 +227,7 @@ TEST_CASE("braidrun: --tee, --redirects and --local-ranks-filter", "[launcher]")
 TEST_CASE("braidrun: --mpi starts the workers through a real mpirun with the same contract", "[launcher][mpi]") {
   const ProcessExit exit =
       RunProcess(Braidrun({"--standalone", "--mpi", "--nproc-per-node=3"}, {"--env", "--allreduce"}),
-                 MpiJobEnv(), "mpi", kTimeout, kUnset);
+                 MpiJobEnv(), "mpi", kTimeout, kWorkerContract);
   INFO(Dump(exit));
   REQUIRE(exit.code == 0);
   for (int r = 0; r < 3; ++r) {
@@ -271,7 +254,7 @@ TEST_CASE("braidrun: a PyTorch DDP script runs unchanged (env:// init, gloo)", "
   const char* path = std::getenv("PATH");
   const ProcessExit exit = RunProcess(
       {Runfile("launcher/braidrun"), "--standalone", "--nproc-per-node=2", Runfile("tests/launcher/ddp_check.py")},
-      {{"PATH", absl::StrCat("/usr/bin:", path != nullptr ? path : "")}}, "ddp", absl::Seconds(120), kUnset);
+      {{"PATH", absl::StrCat("/usr/bin:", path != nullptr ? path : "")}}, "ddp", absl::Seconds(120), kWorkerContract);
   INFO(Dump(exit));
   REQUIRE(exit.code == 0);
   CHECK(absl::StrContains(exit.out, "[rank 0]: ddp ok: rank 0 of 2"));

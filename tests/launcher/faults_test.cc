@@ -21,25 +21,10 @@
 #include "catch2/catch.hpp"
 #include "runtime/store/tcp_store.h"
 #include "tests/harness/subprocess.h"
+#include "tests/launcher/launcher_test_util.h"
 
 namespace braid {
 namespace {
-
-const std::vector<std::string> kUnset = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                                         "BRAID_STORE_ADDR", "BRAID_STORE_PREFIX", "BRAID_JOB_SECRET",
-                                         "BRAID_JOB_SECRET_FILE"};
-
-std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<std::string> probe_args) {
-  std::vector<std::string> argv = {Runfile("launcher/braidrun")};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back(Runfile("tests/launcher/probe_worker"));
-  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
-  return argv;
-}
-
-std::string Dump(const ProcessExit& exit) {
-  return absl::StrCat("exit ", exit.code, "\n--- stdout\n", exit.out, "--- stderr\n", exit.err);
-}
 
 // Waits until `tag`'s stdout has a line "[rank 0]: NAME=value"; returns value.
 std::string WaitForVariable(const std::string& tag, const std::string& name) {
@@ -60,7 +45,7 @@ TEST_CASE("faults: strangers, garbage and wrong secrets at the store during a jo
     // Six verified all-reduces 0.3 s apart, while the test attacks the store.
     const pid_t agent = Spawn(Braidrun({"--standalone", "--nproc-per-node=2"},
                                        {"--env", "--allreduce", "--rounds=6", "--round-sleep=0.3"}),
-                              {{"BRAID_TRANSPORT", transport}}, tag, kUnset);
+                              {{"BRAID_TRANSPORT", transport}}, tag, kWorkerContract);
     REQUIRE(agent > 0);
     const std::string address = WaitForVariable(tag, "BRAID_STORE_ADDR");
     const std::string secret = WaitForVariable(tag, "BRAID_JOB_SECRET");
@@ -113,9 +98,9 @@ TEST_CASE("faults: SIGKILL to one node's agent: the other node stops and fails c
   };
   const std::map<std::string, std::string> env = {{"BRAID_JOB_SECRET", "two-node-secret"}};
   const pid_t survivor = Spawn(Braidrun(flags(1), {"--allreduce", "--rounds=100", "--round-sleep=0.1"}), env,
-                               "killagent_1", kUnset);
+                               "killagent_1", kWorkerContract);
   const pid_t victim = Spawn(Braidrun(flags(2), {"--allreduce", "--rounds=100", "--round-sleep=0.1"}), env,
-                             "killagent_2", kUnset);
+                             "killagent_2", kWorkerContract);
   // Let the job run a little (100 rounds take 10 s), then kill node 2's agent outright.
   absl::SleepFor(absl::Seconds(2));
   const absl::Time killed = absl::Now();
@@ -162,14 +147,14 @@ TEST_CASE("faults: kill -9 a worker mid-training: restart, resume from the check
     return argv;
   };
   // The uninterrupted run.
-  const ProcessExit clean = RunProcess(run(TestTempDir() + "/ckpt_clean"), {}, "train_clean", absl::Seconds(120), kUnset);
+  const ProcessExit clean = RunProcess(run(TestTempDir() + "/ckpt_clean"), {}, "train_clean", absl::Seconds(120), kWorkerContract);
   INFO(Dump(clean));
   REQUIRE(clean.code == 0);
   const std::string expected = FinalHash(clean.out);
   REQUIRE_FALSE(expected.empty());
 
   // The same run, rank 1 SIGKILLed once epoch 2's checkpoint is written.
-  const pid_t agent = Spawn(run(TestTempDir() + "/ckpt_killed"), {}, "train_killed", kUnset);
+  const pid_t agent = Spawn(run(TestTempDir() + "/ckpt_killed"), {}, "train_killed", kWorkerContract);
   const Deadline deadline = DeadlineIn(absl::Seconds(60));
   while (!absl::StrContains(ReadFile(TestTempDir() + "/train_killed.out"), "epoch 2/6") && !Expired(deadline)) {
     absl::SleepFor(absl::Milliseconds(5));
@@ -201,7 +186,7 @@ TEST_CASE("faults: a rank that issues a different count: both sides name the mis
   for (int n : {2, 3}) {
     const ProcessExit exit =
         RunProcess(Braidrun({"--standalone", absl::StrCat("--nproc-per-node=", n)}, {"--allreduce", "--mismatch-rank=1"}),
-                   {}, absl::StrCat("mismatch_", n), absl::Seconds(60), kUnset);
+                   {}, absl::StrCat("mismatch_", n), absl::Seconds(60), kWorkerContract);
     INFO(Dump(exit));
     CHECK(exit.code == 1);
     for (int r : {0, 1}) {

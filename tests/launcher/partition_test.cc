@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "catch2/catch.hpp"
 #include "tests/harness/subprocess.h"
+#include "tests/launcher/launcher_test_util.h"
 
 namespace braid {
 namespace {
@@ -56,8 +57,6 @@ TEST_CASE("faults: a partitioned node: both sides fail by their deadlines, nothi
   }
   TwoNamespaces net;
   REQUIRE(net.ok());
-  const std::vector<std::string> unset = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                                          "BRAID_STORE_ADDR", "BRAID_STORE_PREFIX"};
   const std::map<std::string, std::string> env = {
       {"BRAID_TRANSPORT", "tcp"}, {"BRAID_TIMEOUT_SEC", "3"}, {"BRAID_JOB_SECRET", "partition-secret"}};
   std::vector<pid_t> agents;
@@ -70,7 +69,7 @@ TEST_CASE("faults: a partitioned node: both sides fail by their deadlines, nothi
                             absl::StrCat("--local-addr=", net.Address(node)), "--rdzv-conf=join_timeout=3",
                             Runfile("tests/launcher/probe_worker"), "--allreduce", "--rounds=400",
                             "--round-sleep=0.05"},
-                           env, tags.back(), unset));
+                           env, tags.back(), kWorkerContract));
   }
   // Let the job run, then cut node 2 off.
   absl::SleepFor(absl::Seconds(2));

@@ -49,10 +49,6 @@ ProcessExit Mpirun(int n, std::vector<std::string> program, const std::string& t
   return RunProcess(argv, MpiEnv(std::move(extra)), tag, kTimeout, kUnset);
 }
 
-std::string Dump(const ProcessExit& exit) {
-  return absl::StrCat("exit ", exit.code, "\n--- stdout\n", exit.out, "--- stderr\n", exit.err);
-}
-
 // Rank r's verdict line from mpi_worker ("rank 2: mismatch: INVALID_ARGUMENT: ...").
 std::string Verdict(const std::string& out, int rank, const std::string& mode) {
   const std::string prefix = absl::StrCat("rank ", rank, ": ", mode, ": ");

@@ -450,22 +450,7 @@ absl::Status MpiTransport::Wait(absl::Span<const OpId> ops, Deadline deadline) {
   while (true) {
     absl::StatusOr<bool> moved = Progress();
     if (!moved.ok()) FailAllPending(moved.status());
-    bool all_complete = true;
-    for (OpId id : ops) {
-      const Op& op = ops_.at(id);
-      if (op.complete && !op.status.ok()) {
-        absl::Status status = op.status;
-        for (OpId other : ops) {
-          if (ops_.at(other).complete) ops_.erase(other);
-        }
-        return status;
-      }
-      all_complete &= op.complete;
-    }
-    if (all_complete) {
-      for (OpId id : ops) ops_.erase(id);
-      return absl::OkStatus();
-    }
+    if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
     if (moved.ok() && *moved) {
       poller.Progressed();
       continue;
