@@ -102,7 +102,11 @@ bool StreamTransport::ProgressSends(int peer, Peer& state) {
     }
     absl::StatusOr<size_t> written = WriteSome(peer, header, payload);
     if (!written.ok()) {
-      // A peer that aborted may have said why before its stream broke.
+      // A peer that aborted may have said why before its stream broke: take
+      // in what it sent first (frames for pending receives, then its notice),
+      // so the error names the first cause, not this broken connection.
+      if (!state.recvs.empty()) ProgressRecvs(peer, state);
+      if (!state.failure.ok()) return true;
       if (state.recvs.empty() && CheckForAbortNotice(peer, state)) return true;
       FailPeer(peer, Annotate(written.status(), absl::StrCat("rank ", rank(), ": ", name(), ": send to ",
                                                              PeerName(peer), " of ", DescribeFrame(op.header))));
