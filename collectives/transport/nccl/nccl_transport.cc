@@ -1,0 +1,603 @@
+#include "collectives/transport/nccl/nccl_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "base/status.h"
+#include "tensor/cuda_kernels.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
+
+namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kNcclAvgKnob, "BRAID_NCCL_AVG", "0",
+               "1: native avg on the nccl transport is ncclAvg (one pass; floats may differ in the last bit from "
+               "sum-then-divide when the group size is not a power of two). 0: ncclSum, then one division.");
+BRAID_ENV_KNOB(kNcclCheckKnob, "BRAID_NCCL_NATIVE_CHECK", "1",
+               "Before each native NCCL collective, check in one 16-byte ncclAllReduce that every rank issued the "
+               "same one (0: skip).");
+
+// How long the destructor lets ncclCommFinalize flush before aborting.
+constexpr absl::Duration kFinalizeBudget = absl::Seconds(10);
+// Small device/pinned buffers: the agreement check's words, the barrier's
+// element, a mismatch report's headers (room for 64 ranks' FrameHeaders).
+constexpr size_t kScratchBytes = 64 * sizeof(FrameHeader);
+// Point-to-point header slots, one per op in a launch.
+constexpr size_t kSlotBytes = 64;
+
+// Waits that find nothing done: yield a few times (the GPU is often nearly
+// there), then sleep, doubling up to 1 ms. Never a bare spin: ranks may
+// outnumber cores.
+class Backoff {
+ public:
+  void Idle() {
+    if (rounds_++ < 32) {
+      std::this_thread::yield();
+      return;
+    }
+    absl::SleepFor(sleep_);
+    sleep_ = std::min(sleep_ * 2, absl::Milliseconds(1));
+  }
+
+ private:
+  int rounds_ = 0;
+  absl::Duration sleep_ = absl::Microseconds(10);
+};
+
+absl::StatusCode CodeOf(ncclResult_t result) {
+  switch (result) {
+    case ncclRemoteError:
+    case ncclSystemError: return absl::StatusCode::kUnavailable;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return absl::StatusCode::kInvalidArgument;
+    default: return absl::StatusCode::kInternal;
+  }
+}
+
+absl::Status CudaError(cudaError_t error, absl::string_view what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
+}
+
+uint64_t Fingerprint(const FrameHeader& header) {
+  // FNV-1a over the header bytes.
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
+  for (size_t i = 0; i < sizeof(header); ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+absl::StatusOr<ncclDataType_t> NcclDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF64: return ncclFloat64;
+    case DType::kF16: return ncclFloat16;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI8: return ncclInt8;
+    case DType::kU8: return ncclUint8;
+    case DType::kI32: return ncclInt32;
+    case DType::kI64: return ncclInt64;
+  }
+  return absl::UnimplementedError(absl::StrCat("no NCCL datatype for ", DTypeName(dtype)));
+}
+
+struct NcclTransport::Launch {
+  cudaEvent_t event = nullptr;
+  void* device_headers = nullptr;
+  void* host_headers = nullptr;  // pinned
+  std::vector<OpId> ops;
+  bool done = false;
+  ~Launch() {
+    // Only reached once the launch completed or the communicator was
+    // aborted (its kernels stopped), so the memory is no longer in use.
+    if (event != nullptr) cudaEventDestroy(event);
+    if (device_headers != nullptr) cudaFree(device_headers);
+    if (host_headers != nullptr) cudaFreeHost(host_headers);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(Bootstrap& bootstrap, int device,
+                                                                     Deadline deadline, NcclTransportOptions options) {
+  const std::string who = absl::StrCat("rank ", bootstrap.rank(), ": nccl transport on cuda:", device);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  if (device < 0 || device >= devices) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, ": this process sees ", devices, " CUDA device(s) (each rank needs its own GPU)"));
+  }
+  bool nccl_avg = false;
+  bool native_check = true;
+  if (options.nccl_avg.has_value()) {
+    nccl_avg = *options.nccl_avg;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(nccl_avg, kNcclAvgKnob.Bool());
+  }
+  if (options.native_check.has_value()) {
+    native_check = *options.native_check;
+  } else {
+    BRAID_ASSIGN_OR_RETURN(native_check, kNcclCheckKnob.Bool());
+  }
+  // Rank 0 makes the id; the bootstrap carries it to everyone.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  std::string mine;
+  if (bootstrap.rank() == 0) {
+    const ncclResult_t result = ncclGetUniqueId(&id);
+    if (result != ncclSuccess) {
+      return absl::Status(CodeOf(result), absl::StrCat(who, ": ncclGetUniqueId: ", ncclGetErrorString(result)));
+    }
+    mine.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+  }
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> all, bootstrap.AllGather(mine, deadline));
+  if (all.empty() || all[0].size() != sizeof(id)) {
+    return absl::DataLossError(absl::StrCat(who, ": rank 0 published a ", all.empty() ? 0 : all[0].size(),
+                                            "-byte NCCL id, expected ", sizeof(id)));
+  }
+  std::memcpy(&id, all[0].data(), sizeof(id));
+  std::unique_ptr<NcclTransport> transport(
+      new NcclTransport(bootstrap.rank(), bootstrap.size(), device, options, nccl_avg, native_check));
+  BRAID_RETURN_IF_ERROR(Annotate(transport->Init(id, deadline), who));
+  return transport;
+}
+
+NcclTransport::NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg,
+                             bool native_check)
+    : Transport(rank, size), device_(device), options_(options), nccl_avg_(nccl_avg), native_check_(native_check) {}
+
+absl::Status NcclTransport::Init(const ncclUniqueId& id, Deadline deadline) {
+  BRAID_RETURN_IF_ERROR(MakeCurrent());
+  BRAID_RETURN_IF_ERROR(CudaError(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&device_scratch_, kScratchBytes), "cudaMalloc"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMallocHost(&host_scratch_, kScratchBytes), "cudaMallocHost"));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that init (and every later call) can honour a deadline
+  const ncclResult_t result = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    absl::Status status(CodeOf(result),
+                        absl::StrCat("ncclCommInitRankConfig: ", ncclGetErrorString(result),
+                                     comm_ != nullptr ? absl::StrCat(" (", ncclGetLastError(comm_), ")") : ""));
+    return Fail(std::move(status));
+  }
+  return Issued(ncclInProgress, absl::StrCat("ncclCommInitRankConfig (", size(), " ranks)"), deadline);
+}
+
+NcclTransport::~NcclTransport() {
+  if (MakeCurrent().ok() && comm_ != nullptr) {
+    bool clean = false;
+    const ncclResult_t finalize = aborted_.ok() ? ncclCommFinalize(comm_) : ncclInvalidUsage;
+    if (finalize == ncclSuccess || finalize == ncclInProgress) {
+      // Non-blocking mode: the flush completes in the background; poll it.
+      const Deadline until = DeadlineIn(kFinalizeBudget);
+      Backoff backoff;
+      while (true) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        if (state == ncclSuccess) {
+          clean = true;
+          break;
+        }
+        if (state != ncclInProgress || Expired(until)) break;
+        backoff.Idle();
+      }
+    }
+    if (clean) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+    comm_ = nullptr;
+  }
+  ops_.clear();  // the launches' memory, now that no kernel can use it
+  if (event_ != nullptr) cudaEventDestroy(event_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (device_scratch_ != nullptr) cudaFree(device_scratch_);
+  if (host_scratch_ != nullptr) cudaFreeHost(host_scratch_);
+}
+
+absl::Status NcclTransport::MakeCurrent() const {
+  return CudaError(cudaSetDevice(device_), absl::StrCat("rank ", rank(), ": cudaSetDevice(", device_, ")"));
+}
+
+absl::Status NcclTransport::CheckUsable() const {
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": nccl transport was aborted: ", aborted_.message()));
+  }
+  return MakeCurrent();
+}
+
+void NcclTransport::AbortComm() {
+  if (comm_ != nullptr) {
+    // Stops this rank's NCCL kernels; never waits for the peers.
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+}
+
+absl::Status NcclTransport::Fail(absl::Status status) {
+  if (aborted_.ok()) aborted_ = status;
+  AbortComm();
+  for (auto& [id, op] : ops_) {
+    if (!op.complete) {
+      op.complete = true;
+      op.status = absl::AbortedError(absl::StrCat("rank ", rank(), ": nccl transport failed: ", status.message()));
+    }
+  }
+  unlaunched_.clear();
+  return status;
+}
+
+absl::Status NcclTransport::Issued(ncclResult_t result, const std::string& what, Deadline deadline) {
+  Backoff backoff;
+  while (result == ncclInProgress) {
+    if (ncclCommGetAsyncError(comm_, &result) != ncclSuccess) result = ncclInternalError;
+    if (result != ncclInProgress) break;
+    if (Expired(deadline)) {
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank(), ": nccl: deadline exceeded in ", what, " (communicator aborted)")));
+    }
+    backoff.Idle();
+  }
+  if (result == ncclSuccess) return absl::OkStatus();
+  return Fail(
+      absl::Status(CodeOf(result), absl::StrCat("rank ", rank(), ": nccl: ", what, ": ", ncclGetErrorString(result),
+                                                " (", ncclGetLastError(comm_), ")")));
+}
+
+absl::Status NcclTransport::PollEvent(cudaEvent_t event, const std::string& what, Deadline deadline) {
+  Backoff backoff;
+  while (true) {
+    const cudaError_t query = cudaEventQuery(event);
+    if (query == cudaSuccess) return absl::OkStatus();
+    if (query != cudaErrorNotReady) {
+      return Fail(absl::InternalError(
+          absl::StrCat("rank ", rank(), ": nccl: ", what, ": cudaEventQuery: ", cudaGetErrorString(query))));
+    }
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      return Fail(
+          absl::Status(CodeOf(async), absl::StrCat("rank ", rank(), ": nccl: ", what, ": ", ncclGetErrorString(async),
+                                                   " (", ncclGetLastError(comm_), ")")));
+    }
+    if (Expired(deadline)) {
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank(), ": nccl: deadline exceeded waiting for ", what,
+                       " (a rank has not joined it, or the GPU is stuck; communicator aborted)")));
+    }
+    backoff.Idle();
+  }
+}
+
+absl::Status NcclTransport::Sync(const std::string& what, Deadline deadline) {
+  const cudaError_t recorded = cudaEventRecord(event_, stream_);
+  if (recorded != cudaSuccess) {
+    return Fail(absl::InternalError(
+        absl::StrCat("rank ", rank(), ": nccl: ", what, ": cudaEventRecord: ", cudaGetErrorString(recorded))));
+  }
+  return PollEvent(event_, what, deadline);
+}
+
+void NcclTransport::Abort(const absl::Status& cause) {
+  if (!aborted_.ok()) return;
+  MakeCurrent().IgnoreError();
+  Fail(cause.ok() ? absl::CancelledError("aborted") : cause).IgnoreError();
+}
+
+// ---------------------------------------------------------------------------
+// Point to point.
+
+absl::StatusOr<OpId> NcclTransport::PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckUsable());
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": no peer ", peer, " in a group of ", size()));
+  }
+  header.magic = FrameHeader::kMagic;
+  header.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.is_send = true;
+  op.peer = peer;
+  op.header = header;
+  op.data = const_cast<std::byte*>(payload.data());
+  op.bytes = payload.size();
+  unlaunched_.push_back(id);
+  return id;
+}
+
+absl::StatusOr<OpId> NcclTransport::PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) {
+  BRAID_RETURN_IF_ERROR(CheckUsable());
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": no peer ", peer, " in a group of ", size()));
+  }
+  expected.magic = FrameHeader::kMagic;
+  expected.bytes = payload.size();
+  const OpId id = next_id_++;
+  Op& op = ops_[id];
+  op.peer = peer;
+  op.header = expected;
+  op.data = payload.data();
+  op.bytes = payload.size();
+  unlaunched_.push_back(id);
+  return id;
+}
+
+absl::Status NcclTransport::LaunchPending(Deadline deadline) {
+  if (unlaunched_.empty()) return absl::OkStatus();
+  auto launch = std::make_shared<Launch>();
+  const size_t n = unlaunched_.size();
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&launch->device_headers, n * kSlotBytes), "cudaMalloc (headers)"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMallocHost(&launch->host_headers, n * kSlotBytes), "cudaMallocHost (headers)"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&launch->event, cudaEventDisableTiming), "cudaEventCreate"));
+  auto* host = static_cast<std::byte*>(launch->host_headers);
+  auto* dev = static_cast<std::byte*>(launch->device_headers);
+  for (size_t i = 0; i < n; ++i) {
+    Op& op = ops_.at(unlaunched_[i]);
+    op.launch = launch;
+    op.slot = i;
+    launch->ops.push_back(unlaunched_[i]);
+    if (op.is_send) std::memcpy(host + i * kSlotBytes, &op.header, sizeof(FrameHeader));
+  }
+  unlaunched_.clear();
+  // The send headers reach the device before the group's kernels read them (same stream).
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(dev, host, n * kSlotBytes, cudaMemcpyHostToDevice, stream_),
+                                  "cudaMemcpyAsync (headers)"));
+  const std::string what = absl::StrCat("point-to-point group of ", n, " op(s)");
+  BRAID_RETURN_IF_ERROR(Issued(ncclGroupStart(), "ncclGroupStart", deadline));
+  ncclResult_t result = ncclSuccess;
+  for (size_t i = 0; i < n && (result == ncclSuccess || result == ncclInProgress); ++i) {
+    const Op& op = ops_.at(launch->ops[i]);
+    void* slot = dev + i * kSlotBytes;
+    if (op.is_send) {
+      result = ncclSend(slot, sizeof(FrameHeader), ncclUint8, op.peer, comm_, stream_);
+      if ((result == ncclSuccess || result == ncclInProgress) && op.bytes > 0) {
+        result = ncclSend(op.data, op.bytes, ncclUint8, op.peer, comm_, stream_);
+      }
+    } else {
+      result = ncclRecv(slot, sizeof(FrameHeader), ncclUint8, op.peer, comm_, stream_);
+      if ((result == ncclSuccess || result == ncclInProgress) && op.bytes > 0) {
+        result = ncclRecv(op.data, op.bytes, ncclUint8, op.peer, comm_, stream_);
+      }
+    }
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return Issued(result, absl::StrCat("ncclSend/ncclRecv in a ", what), deadline);
+  }
+  BRAID_RETURN_IF_ERROR(Issued(ended, absl::StrCat("ncclGroupEnd of a ", what), deadline));
+  // The received headers come back to the host on the same stream, after the group.
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(host, dev, n * kSlotBytes, cudaMemcpyDeviceToHost, stream_),
+                                  "cudaMemcpyAsync (headers)"));
+  return CudaError(cudaEventRecord(launch->event, stream_), "cudaEventRecord");
+}
+
+void NcclTransport::CompleteLaunch(const std::shared_ptr<Launch>& launch, absl::Status status) {
+  launch->done = true;
+  const auto* host = static_cast<const std::byte*>(launch->host_headers);
+  for (OpId id : launch->ops) {
+    auto it = ops_.find(id);
+    if (it == ops_.end() || it->second.complete) continue;
+    Op& op = it->second;
+    op.complete = true;
+    if (!status.ok() || op.is_send) {
+      op.status = status;
+    } else {
+      FrameHeader got;
+      std::memcpy(&got, host + op.slot * kSlotBytes, sizeof(FrameHeader));
+      op.status = CheckFrame(op.header, got, rank(), op.peer);
+    }
+    op.launch = nullptr;
+  }
+}
+
+absl::Status NcclTransport::Wait(absl::Span<const OpId> ids, Deadline deadline) {
+  for (OpId id : ids) {
+    if (!ops_.contains(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
+    }
+  }
+  if (std::optional<absl::Status> outcome = CollectWaited(ops_, ids)) return *outcome;
+  absl::Status usable = CheckUsable();
+  if (usable.ok()) usable = LaunchPending(deadline);
+  if (!usable.ok()) {
+    Fail(usable).IgnoreError();
+    return *CollectWaited(ops_, ids);
+  }
+  for (OpId id : ids) {
+    Op& op = ops_.at(id);
+    if (op.complete || op.launch == nullptr) continue;
+    std::shared_ptr<Launch> launch = op.launch;
+    const std::string what =
+        absl::StrCat(op.is_send ? "send to peer " : "receive from peer ", op.peer, " of ", DescribeFrame(op.header));
+    const absl::Status status = PollEvent(launch->event, what, deadline);
+    if (!status.ok()) {
+      // Fail() completed every op with kAborted; the waited one says why.
+      op.status = status;
+      return *CollectWaited(ops_, ids);
+    }
+    CompleteLaunch(launch, absl::OkStatus());
+  }
+  return *CollectWaited(ops_, ids);
+}
+
+// ---------------------------------------------------------------------------
+// Native collectives.
+
+std::string NcclTransport::NativeWhat(const CollectiveArgs& args) const {
+  // "allreduce seq 7 (count 1000, float32, sum)": a frame's description without its step and bytes.
+  std::string frame = DescribeFrame(CollectiveHeader(args));
+  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
+  return absl::StrCat("nccl native ", frame);
+}
+
+absl::StatusOr<ncclDataType_t> NcclTransport::NativeType(const CollectiveArgs& args) const {
+  absl::StatusOr<ncclDataType_t> type = NcclDataType(args.dtype);
+  if (!type.ok()) return Annotate(type.status(), absl::StrCat("rank ", rank(), ": ", NativeWhat(args)));
+  return type;
+}
+
+ncclRedOp_t NcclTransport::NativeOp(const CollectiveArgs& args) const {
+  switch (args.op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kAvg: return nccl_avg_ ? ncclAvg : ncclSum;
+  }
+  return ncclSum;
+}
+
+absl::Status NcclTransport::FinishAvg(const CollectiveArgs& args, void* data, size_t count) {
+  if (args.op != ReduceOp::kAvg || nccl_avg_ || count == 0) return absl::OkStatus();
+  absl::Status status = CudaDivide(args.dtype, data, count, size(), stream_, /*synchronize=*/false);
+  if (!status.ok()) return Fail(Annotate(status, absl::StrCat("rank ", rank(), ": ", NativeWhat(args), ": avg")));
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::CheckAgreement(const CollectiveArgs& args) {
+  BRAID_RETURN_IF_ERROR(CheckUsable());
+  if (!native_check_ || size() == 1) return absl::OkStatus();
+  const std::string what = absl::StrCat(NativeWhat(args), " (agreement check)");
+  const FrameHeader mine = CollectiveHeader(args);
+  const uint64_t hash = Fingerprint(mine);
+  // Min over [h, ~h] equals [h, ~h] on a rank exactly when no rank's h is
+  // smaller and none is larger: all agree. When they differ, every rank sees it.
+  auto* host = static_cast<uint64_t*>(host_scratch_);
+  host[0] = hash;
+  host[1] = ~hash;
+  BRAID_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(device_scratch_, host, 16, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+  BRAID_RETURN_IF_ERROR(Issued(ncclAllReduce(device_scratch_, device_scratch_, 2, ncclUint64, ncclMin, comm_, stream_),
+                               absl::StrCat("ncclAllReduce in ", what), args.deadline));
+  BRAID_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(host, device_scratch_, 16, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+  BRAID_RETURN_IF_ERROR(Sync(what, args.deadline));
+  if (host[0] == hash && host[1] == ~hash) return absl::OkStatus();
+  // They disagree, and every rank knows: gather what each issued for the message.
+  if (static_cast<size_t>(size()) * sizeof(FrameHeader) > kScratchBytes) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank(), ": mismatched collective (native NCCL): this rank issued ", DescribeFrame(mine))));
+  }
+  std::memcpy(host, &mine, sizeof(mine));
+  auto* dev = static_cast<std::byte*>(device_scratch_);
+  BRAID_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(dev + rank() * sizeof(mine), host, sizeof(mine), cudaMemcpyHostToDevice, stream_),
+                "cudaMemcpyAsync"));
+  BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(dev + rank() * sizeof(mine), dev, sizeof(mine), ncclUint8, comm_, stream_),
+                               absl::StrCat("ncclAllGather in ", what), args.deadline));
+  BRAID_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(host, dev, size() * sizeof(mine), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+  BRAID_RETURN_IF_ERROR(Sync(what, args.deadline));
+  std::string text =
+      absl::StrCat("rank ", rank(), ": mismatched collective (native NCCL): this rank issued ", DescribeFrame(mine));
+  const auto* all = reinterpret_cast<const FrameHeader*>(host_scratch_);
+  for (int peer = 0; peer < size(); ++peer) {
+    if (Fingerprint(all[peer]) == hash) continue;
+    absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[peer]));
+  }
+  // The ranks' streams no longer line up: nothing after this can be trusted.
+  return Fail(absl::InvalidArgumentError(text));
+}
+
+absl::Status NcclTransport::NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                            absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  BRAID_RETURN_IF_ERROR(
+      Issued(ncclAllReduce(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
+             absl::StrCat("ncclAllReduce in ", what), args.deadline));
+  BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                                absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  BRAID_RETURN_IF_ERROR(
+      Issued(ncclReduceScatter(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
+             absl::StrCat("ncclReduceScatter in ", what), args.deadline));
+  BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                            absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  // In place when input is output's own block: NCCL's rule too.
+  BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(input.data(), output.data(), args.count, type, comm_, stream_),
+                               absl::StrCat("ncclAllGather in ", what), args.deadline));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  BRAID_RETURN_IF_ERROR(Issued(ncclBroadcast(buffer.data(), buffer.data(), args.count, type, args.root, comm_, stream_),
+                               absl::StrCat("ncclBroadcast in ", what), args.deadline));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                         absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  const bool root = rank() == args.root;
+  BRAID_RETURN_IF_ERROR(Issued(ncclReduce(input.data(), root ? output.data() : nullptr, args.count, type,
+                                          NativeOp(args), args.root, comm_, stream_),
+                               absl::StrCat("ncclReduce in ", what), args.deadline));
+  if (root) BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeBarrier(const CollectiveArgs& args) {
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  // NCCL has no barrier: a one-element all-reduce completes on a rank only
+  // once every rank has contributed.
+  BRAID_RETURN_IF_ERROR(Issued(ncclAllReduce(device_scratch_, device_scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
+                               absl::StrCat("ncclAllReduce (barrier) in ", what), args.deadline));
+  return Sync(what, args.deadline);
+}
+
+absl::Status NcclTransport::NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                           absl::Span<std::byte> output) {
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  const std::string what = NativeWhat(args);
+  const size_t block = args.count * DTypeSize(args.dtype);
+  BRAID_RETURN_IF_ERROR(Issued(ncclGroupStart(), absl::StrCat("ncclGroupStart in ", what), args.deadline));
+  ncclResult_t result = ncclSuccess;
+  for (int peer = 0; peer < size() && (result == ncclSuccess || result == ncclInProgress); ++peer) {
+    result = ncclSend(input.data() + peer * block, args.count, type, peer, comm_, stream_);
+    if (result == ncclSuccess || result == ncclInProgress) {
+      result = ncclRecv(output.data() + peer * block, args.count, type, peer, comm_, stream_);
+    }
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return Issued(result, absl::StrCat("ncclSend/ncclRecv in ", what), args.deadline);
+  }
+  BRAID_RETURN_IF_ERROR(Issued(ended, absl::StrCat("ncclGroupEnd in ", what), args.deadline));
+  return Sync(what, args.deadline);
+}
+
+}  // namespace braid

@@ -1,0 +1,184 @@
+// NcclTransport: NVIDIA NCCL as a braid transport, built only with
+// --config=cuda. Every buffer it is handed is CUDA device memory on the
+// transport's device (Tensor on Device::Cuda(device())), never host memory.
+//
+// What it is: NCCL's own collectives as braid's NativeCollectives
+// (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast,
+// ncclReduce; barrier = a one-element ncclAllReduce; all-to-all = grouped
+// ncclSend/ncclRecv), plus the Transport's point-to-point PostSend/PostRecv
+// over ncclSend/ncclRecv, so Communicator::Send/Recv work on CUDA tensors.
+//
+// What it is NOT: a transport braid's own algorithms (ring, tree, rhd,
+// direct, chain) can run over. Those reduce with HostReduce on host spans;
+// over device memory they would need device-side reduction (CudaReduce) in
+// collectives/algorithms.cc. So the communicator runs every collective on an
+// "nccl" transport natively, whatever BRAID_ALGO says (communicator.cc).
+//
+// Set-up: rank 0 creates the ncclUniqueId and the bootstrap's AllGather
+// hands it to every rank; the communicator is created with
+// ncclCommInitRankConfig in non-blocking mode (config.blocking = 0), so that
+// initialisation and every later wait poll (ncclCommGetAsyncError,
+// cudaEventQuery) with a backoff that yields, then sleeps (never a bare spin),
+// and give up at their deadline.
+//
+// Failures and time: an NCCL error (ncclCommGetAsyncError, e.g. a remote
+// peer gone: kUnavailable) or a deadline (kDeadlineExceeded) calls
+// ncclCommAbort at once, which stops this rank's in-flight NCCL kernels: the
+// transport is then aborted and every later call is kFailedPrecondition.
+// Unlike tcp/shm/mpi, NCCL has no channel to tell the peers why: they see
+// their own deadline or NCCL's remote error. Errors name the rank, the NCCL
+// call, the collective and its sequence number.
+//
+// Point to point: PostSend/PostRecv only queue; Wait launches everything
+// queued as ONE ncclGroupStart/End (so two ranks that both send first cannot
+// deadlock), each message as its 40-byte FrameHeader then its payload. The
+// received headers are checked (CheckFrame) once the group completes, so a
+// mismatch is reported after the payload landed; a payload size mismatch is
+// an NCCL error or the deadline. Completion is per launch: Wait returns when
+// every op launched together with the waited ones is done.
+//
+// avg: by default ncclSum then one CudaDivide by the group size, which is the
+// NativeCollectives contract (bit-identical to braid's sum-then-divide on
+// every transport). NcclTransportOptions::nccl_avg (BRAID_NCCL_AVG=1) uses
+// ncclAvg instead: one pass less, but for floats NCCL multiplies each input by
+// 1/n before summing, which can differ in the last bit when n is not a power
+// of two.
+//
+// THREADS: one at a time, like every Transport (the communicator's progress
+// thread or its inline caller); every entry point first makes the
+// transport's device current on the calling thread.
+//
+// Verified here: it compiles and links under --config=cuda. Everything it
+// does at run time needs a GPU and is checked by tests/nccl on a GPU machine
+// (tools/gpu_check.sh); see README "GPU / NCCL" for what has run where.
+#ifndef BRAID_COLLECTIVES_TRANSPORT_NCCL_NCCL_TRANSPORT_H_
+#define BRAID_COLLECTIVES_TRANSPORT_NCCL_NCCL_TRANSPORT_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "absl/types/span.h"
+#include "collectives/algorithms.h"
+#include "collectives/bootstrap.h"
+#include "collectives/transport/transport.h"
+
+namespace braid {
+
+struct NcclTransportOptions {
+  // avg as ncclAvg instead of ncclSum + one division; unset: BRAID_NCCL_AVG (default 0).
+  absl::optional<bool> nccl_avg;
+  // Before each native collective, check in one 16-byte ncclAllReduce (min)
+  // that every rank issued the same one; unset: BRAID_NCCL_NATIVE_CHECK (default 1).
+  absl::optional<bool> native_check;
+};
+
+class NcclTransport final : public Transport, public NativeCollectives {
+ public:
+  // Collective over every rank of `bootstrap`: creates the NCCL communicator
+  // on CUDA device `device` (each rank its own GPU: NCCL refuses two ranks on
+  // one). Blocks until it is up or `deadline` (kDeadlineExceeded, after
+  // ncclCommAbort). kFailedPrecondition when there is no such device.
+  static absl::StatusOr<std::unique_ptr<NcclTransport>> Create(Bootstrap& bootstrap, int device, Deadline deadline,
+                                                               NcclTransportOptions options = {});
+  // Flushes and destroys the NCCL communicator (ncclCommFinalize, at most
+  // 10 s), or aborts it when it failed, was aborted or does not finish.
+  ~NcclTransport() override;
+
+  const char* name() const override { return "nccl"; }
+  int device() const { return device_; }
+
+  // Payloads are device memory on device().
+  absl::StatusOr<OpId> PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) override;
+  absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) override;
+  absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
+  // ncclCommAbort; fails what is pending. The peers are not told (NCCL cannot).
+  void Abort(const absl::Status& cause) override;
+
+  const char* native_name() const override { return "NCCL"; }
+  absl::Status NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                               absl::Span<std::byte> output) override;
+  absl::Status NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                   absl::Span<std::byte> output) override;
+  absl::Status NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                               absl::Span<std::byte> output) override;
+  absl::Status NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) override;
+  absl::Status NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                            absl::Span<std::byte> output) override;
+  absl::Status NativeBarrier(const CollectiveArgs& args) override;
+  absl::Status NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
+                              absl::Span<std::byte> output) override;
+
+ private:
+  // Device and pinned host memory for one launch of point-to-point ops'
+  // headers, and the event that marks the launch done.
+  struct Launch;
+  struct Op {
+    bool is_send = false;
+    int peer = 0;
+    FrameHeader header;  // sent, or expected
+    std::byte* data = nullptr;
+    size_t bytes = 0;
+    std::shared_ptr<Launch> launch;  // null until Wait launched it
+    size_t slot = 0;                 // its header's slot in the launch
+    bool complete = false;
+    absl::Status status;
+  };
+
+  NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg, bool native_check);
+  absl::Status Init(const ncclUniqueId& id, Deadline deadline);
+  absl::Status MakeCurrent() const;
+  absl::Status CheckUsable() const;
+  // Turns an NCCL call's result into a Status; ncclInProgress (non-blocking
+  // mode: still being enqueued) is waited out against `deadline`. Aborts the
+  // communicator on error or deadline.
+  absl::Status Issued(ncclResult_t result, const std::string& what, Deadline deadline);
+  // Records an event on the stream and polls it (and NCCL's async error)
+  // until done, an error, or `deadline`.
+  absl::Status Sync(const std::string& what, Deadline deadline);
+  absl::Status PollEvent(cudaEvent_t event, const std::string& what, Deadline deadline);
+  absl::Status Fail(absl::Status status);
+  void AbortComm();
+  absl::Status LaunchPending(Deadline deadline);
+  void CompleteLaunch(const std::shared_ptr<Launch>& launch, absl::Status status);
+
+  // Native helpers.
+  std::string NativeWhat(const CollectiveArgs& args) const;
+  absl::StatusOr<ncclDataType_t> NativeType(const CollectiveArgs& args) const;
+  ncclRedOp_t NativeOp(const CollectiveArgs& args) const;
+  absl::Status CheckAgreement(const CollectiveArgs& args);
+  // For avg without ncclAvg: one division of `count` elements at `data`.
+  absl::Status FinishAvg(const CollectiveArgs& args, void* data, size_t count);
+
+  const int device_;
+  const NcclTransportOptions options_;
+  const bool nccl_avg_;
+  const bool native_check_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t event_ = nullptr;
+  // Small device and pinned host buffers: the barrier's element, the agreement check.
+  void* device_scratch_ = nullptr;
+  void* host_scratch_ = nullptr;
+  absl::Status aborted_;  // non-OK once aborted or failed
+  OpId next_id_ = 1;
+  absl::node_hash_map<OpId, Op> ops_;
+  std::vector<OpId> unlaunched_;
+};
+
+// "ncclFloat32", ... for messages; kUnimplemented never happens for braid's
+// dtypes (all eight map).
+absl::StatusOr<ncclDataType_t> NcclDataType(DType dtype);
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_TRANSPORT_NCCL_NCCL_TRANSPORT_H_
