@@ -10,10 +10,13 @@
 //
 // Errors: a collective that fails (a dead peer, a mismatch, its deadline)
 // aborts the communicator: the peers are told, and this and every later call
-// fails fast with that first cause. Tensors must be contiguous CPU tensors of
-// a braid dtype (CUDA tensors go through the NCCL or staged transports of the
-// runtime); a bad argument is returned by the call itself and consumes no
-// sequence number.
+// fails fast with that first cause. Tensors must be contiguous, of a braid
+// dtype, and CPU tensors, except on an "nccl" transport (built with
+// --config=cuda), which takes CUDA tensors on its device and runs every
+// collective natively (NCCL's own), whatever the algorithm asked for. CUDA
+// tensors on a host transport (tcp, shm, mpi) are kUnimplemented: staging
+// through host memory is not built yet. A bad argument is returned by the
+// call itself and consumes no sequence number.
 //
 // Threads: all methods are thread-safe; calls from different threads are
 // ordered by when they enter. Tensors handed to a call must stay alive and
@@ -175,6 +178,9 @@ class Communicator {
   const int rank_;
   const int size_;
   const std::string transport_name_;
+  // The transport works on CUDA device memory and has only native collectives
+  // (nccl): braid's algorithms reduce on the host and cannot run over it.
+  const bool device_native_;
   const CommunicatorOptions options_;
   const absl::Duration timeout_;
   const Algorithm env_algorithm_;
