@@ -13,6 +13,9 @@
 #include "base/status.h"
 #include "collectives/transport/mpi/mpi_runtime.h"
 #include "collectives/transport/mpi/mpi_transport.h"
+#ifdef BRAID_WITH_CUDA
+#include "collectives/transport/nccl/nccl_transport.h"
+#endif
 #include "collectives/transport/shm/shm_transport.h"
 #include "collectives/transport/tcp/tcp_transport.h"
 #include "runtime/store_bootstrap.h"
@@ -21,8 +24,8 @@ namespace braid {
 namespace {
 
 BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
-               "Transport: auto (mpi under mpirun, else shm when every rank shares this host, else tcp), mpi, shm "
-               "or tcp.");
+               "Transport: auto (mpi under mpirun, else shm when every rank shares this host, else tcp), mpi, shm, "
+               "tcp, or nccl (CUDA tensors on GPU LOCAL_RANK; --config=cuda builds only; never picked by auto).");
 BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
                "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
 
@@ -48,13 +51,21 @@ absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstr
   }
   if (name == "shm" || name == "tcp") return name;
   if (name == "nccl") {
+#ifdef BRAID_WITH_CUDA
+    return name;
+#else
     return absl::UnimplementedError(
-        "BRAID_TRANSPORT=nccl: the NCCL transport is not built yet (use auto, mpi, shm or tcp)");
+        "BRAID_TRANSPORT=nccl: this binary was built without --config=cuda, so it has no NCCL transport (use auto, "
+        "mpi, shm or tcp, or rebuild with --config=cuda)");
+#endif
   }
   if (name != "auto") {
     return absl::InvalidArgumentError(
-        absl::StrCat("BRAID_TRANSPORT=\"", requested, "\" is not one of auto, mpi, shm, tcp"));
+        absl::StrCat("BRAID_TRANSPORT=\"", requested,
+                     "\" is not one of auto, mpi, shm, tcp (or nccl in --config=cuda builds)"));
   }
+  // auto never picks nccl: an nccl communicator takes only CUDA tensors, so
+  // it is chosen only when the caller asks for it (BRAID_TRANSPORT=nccl).
   if (UnderMpirun()) return std::string("mpi");
   // Collective: every rank learns every host name.
   BRAID_ASSIGN_OR_RETURN(std::vector<std::string> hosts, bootstrap.AllGather(HostName(), deadline));
@@ -143,6 +154,11 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   std::unique_ptr<Transport> link;
   if (transport == "mpi") {
     BRAID_ASSIGN_OR_RETURN(link, MpiTransport::Create(bootstrap, deadline));
+#ifdef BRAID_WITH_CUDA
+  } else if (transport == "nccl") {
+    // One GPU per local rank, as torchrun's LOCAL_RANK convention.
+    BRAID_ASSIGN_OR_RETURN(link, NcclTransport::Create(bootstrap, env_.local_rank, deadline));
+#endif
   } else if (transport == "shm") {
     BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline));
   } else {

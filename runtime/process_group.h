@@ -33,7 +33,7 @@ namespace braid {
 struct ProcessGroupOptions {
   // Rendezvous and per-collective deadline; default BRAID_TIMEOUT_SEC.
   absl::optional<absl::Duration> timeout;
-  // "auto", "mpi", "shm" or "tcp"; empty = BRAID_TRANSPORT (default auto).
+  // "auto", "mpi", "shm", "tcp" or "nccl" (--config=cuda); empty = BRAID_TRANSPORT (default auto).
   std::string transport;
   CommunicatorOptions communicator;
 };
@@ -67,7 +67,9 @@ class ProcessGroup {
 // case): auto = mpi under mpirun (OMPI_COMM_WORLD_SIZE set), else shm when
 // every rank's host name is the same (a collective AllGather over
 // `bootstrap`), else tcp. Asking for mpi outside mpirun is
-// kFailedPrecondition saying so; nccl is kUnimplemented (not built yet); an
+// kFailedPrecondition saying so; nccl (CUDA tensors, on GPU LOCAL_RANK) only
+// when asked for, and kUnimplemented in a build without --config=cuda; auto
+// never picks nccl, since an nccl communicator takes only CUDA tensors. An
 // unknown name is kInvalidArgument.
 absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline);
 
