@@ -37,6 +37,12 @@ run() {
 run tensor_test "$bin/tensor_test"
 run reduce_cuda_test "$bin/reduce_cuda_test" --success=false
 run reduce_kernels_cuda_bench "$bin/reduce_kernels_cuda_bench"
+# NCCL transport: every native collective at world size 1 (and 2 with two
+# GPUs), deadlines and abort. "-s" lists every case, so a skip (WARN) shows.
+run nccl_test "$bin/nccl_test" -s
+if grep -q "SKIPPED\|not run" "$out/nccl_test.txt"; then
+  summary+=("| nccl_test skips | $(grep -c "SKIPPED\|not run" "$out/nccl_test.txt") case(s) skipped, see nccl_test.txt | |")
+fi
 
 cat "$out/machine.txt"
 echo

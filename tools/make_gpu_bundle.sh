@@ -11,6 +11,7 @@ TARGETS=(
   //tests/tensor:reduce_cuda_test
   //tests/tensor:tensor_test
   //bench:reduce_kernels_cuda_bench
+  //tests/nccl:nccl_test
 )
 bazel build --config=gpu_bundle "${TARGETS[@]}"
 rm -rf gpu_bundle
