@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The full conformance matrix (too slow for CI): every collective x algorithm
 # x transport x dtype x op at 1-8 ranks, sizes up to 1 MiB + 3 elements, plus
-# the transports' own suite, optionally under a sanitizer config.
+# the transports' own suite, braidrun with 1-8 workers and the MPI suite at
+# 1-6 ranks, optionally under a sanitizer config.
 #
 #   tools/test_matrix.sh              # plain build
 #   tools/test_matrix.sh --config=asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=3600 \
-  //tests/collectives:collectives_test //tests/collectives:transport_test
+  //tests/collectives:collectives_test //tests/collectives:transport_test \
+  //tests/launcher:braidrun_test //tests/mpi:mpi_test
