@@ -1,10 +1,10 @@
 // braidrun end to end: the real binary, real worker processes (probe_worker),
 // real signals. One node with 1-8 workers; two and three "nodes" as agents on
-// 127.0.0.1-3 forming one world through c10d rendezvous; restarts; the failure
-// report; no orphans after SIGTERM or SIGKILL to the agent; a node that never
-// arrives; a busy --master-port; a node joining an elastic job; log files; a
-// PyTorch DDP script unchanged (when Debian's python3-torch is installed);
-// --mpi through a real mpirun.
+// 127.0.0.1-3 forming one world through c10d rendezvous; two static nodes;
+// restarts; the failure report; no orphans after SIGTERM or SIGKILL to the
+// agent; a node that never arrives; a busy --master-port; a node joining an
+// elastic job; log files; a PyTorch DDP script unchanged (when Debian's
+// python3-torch is installed); --mpi through a real mpirun.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +93,34 @@ TEST_CASE("braidrun: two and three nodes on 127.0.0.x form one world through c10
     }
     CHECK(absl::StrContains(all_out, absl::StrCat("[rank 0]: GROUP_WORLD_SIZE=", nodes, "\n")));
   }
+}
+
+TEST_CASE("braidrun: static backend, two nodes given --node-rank, store on MASTER_PORT+1", "[launcher]") {
+  const uint16_t master_port = UnusedPort();
+  std::vector<pid_t> pids;
+  std::vector<std::string> tags;
+  for (int node : {1, 0}) {  // node 1 first: it waits for node 0's store
+    tags.push_back(absl::StrCat("static_", node));
+    pids.push_back(Spawn(Braidrun({"--nnodes=2", "--nproc-per-node=2", absl::StrCat("--node-rank=", node),
+                                   "--master-addr=127.0.0.1", absl::StrCat("--master-port=", master_port),
+                                   "--rdzv-id=static"},
+                                  {"--env", "--allreduce"}),
+                         {{"BRAID_JOB_SECRET", "static-secret"}}, tags.back(), kWorkerContract));
+  }
+  const std::vector<ProcessExit> exits = WaitAll(pids, tags, DeadlineIn(kTimeout));
+  std::string all_out;
+  for (const ProcessExit& exit : exits) {
+    INFO(Dump(exit));
+    CHECK(exit.code == 0);
+    all_out += exit.out;
+  }
+  INFO(all_out);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(absl::StrContains(all_out, absl::StrCat("[rank ", r, "]: all-reduce ok: rank ", r, " of 4 ")));
+    CHECK(absl::StrContains(all_out, absl::StrCat("[rank ", r, "]: GROUP_RANK=", r / 2, "\n")));
+    CHECK(absl::StrContains(all_out, absl::StrCat("[rank ", r, "]: MASTER_PORT=", master_port, "\n")));
+  }
+  CHECK(absl::StrContains(all_out, absl::StrCat("[rank 3]: BRAID_STORE_ADDR=127.0.0.1:", master_port + 1, "\n")));
 }
 
 TEST_CASE("braidrun: a worker failing in attempt 0 succeeds after one restart", "[launcher]") {
