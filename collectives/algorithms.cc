@@ -103,6 +103,12 @@ class SlottedReceiver {
 
 }  // namespace
 
+std::string DescribeCollective(const CollectiveArgs& args) {
+  std::string frame = DescribeFrame(CollectiveHeader(args));
+  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
+  return frame;
+}
+
 FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag) {
   FrameHeader header;
   header.kind = args.kind;

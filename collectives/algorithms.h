@@ -70,6 +70,9 @@ class Scratch {
 // The frame header of `args` at algorithm step `tag`: what each frame of the
 // collective carries, and how errors describe the collective.
 FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag = 0);
+// "allreduce seq 7 (count 1000, float32, sum)": a frame's description without
+// its step and bytes (how native paths name a collective).
+std::string DescribeCollective(const CollectiveArgs& args);
 
 absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                            absl::Span<std::byte> output, Scratch& scratch);

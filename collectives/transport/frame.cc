@@ -23,6 +23,16 @@ const char* CollectiveKindName(CollectiveKind kind) {
   return "unknown";
 }
 
+uint64_t FrameFingerprint(const FrameHeader& header) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
+  for (size_t i = 0; i < sizeof(header); ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
 std::string DescribeFrame(const FrameHeader& h) {
   std::string text = absl::StrCat(CollectiveKindName(h.kind), " seq ", h.seq, " (count ", h.count);
   if (h.dtype < kNumDTypes) absl::StrAppend(&text, ", ", DTypeName(static_cast<DType>(h.dtype)));

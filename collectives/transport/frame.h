@@ -54,6 +54,10 @@ inline constexpr size_t kFrameHeaderBytes = sizeof(FrameHeader);
 // "allreduce seq 7 (count 1000, float32, sum) step 3, 4000 bytes".
 std::string DescribeFrame(const FrameHeader& header);
 
+// FNV-1a over the header's bytes: what native paths' agreement checks
+// compare across ranks.
+uint64_t FrameFingerprint(const FrameHeader& header);
+
 // OK when `got` is the frame `expected` describes. Otherwise kInvalidArgument
 // "rank R: mismatched collective with peer P: this rank issued <expected>,
 // peer P sent <got>", or kDataLoss for a frame that is not a braid frame.

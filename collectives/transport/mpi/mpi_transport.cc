@@ -69,17 +69,6 @@ MPI_User_function* UserFunction(DType dtype, ReduceOp op) {
 
 constexpr ReduceOp kUserOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
 
-uint64_t Fingerprint(const FrameHeader& header) {
-  // FNV-1a over the header bytes.
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
-  for (size_t i = 0; i < sizeof(header); ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create(Bootstrap& bootstrap, Deadline deadline,
@@ -507,10 +496,7 @@ void MpiTransport::Abort(const absl::Status& cause) {
 // Native collectives.
 
 std::string MpiTransport::NativeWhat(const CollectiveArgs& args) const {
-  // "allreduce seq 7 (count 1000, float32, sum)": a frame's description without its step and bytes.
-  std::string frame = DescribeFrame(CollectiveHeader(args));
-  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
-  return absl::StrCat("rank ", rank(), ": mpi native ", frame);
+  return absl::StrCat("rank ", rank(), ": mpi native ", DescribeCollective(args));
 }
 
 absl::StatusOr<MPI_Datatype> MpiTransport::NativeType(const CollectiveArgs& args) const {
@@ -566,7 +552,7 @@ absl::Status MpiTransport::CheckAgreement(const CollectiveArgs& args) {
   }
   if (!native_check_ || size() == 1) return absl::OkStatus();
   FrameHeader mine = CollectiveHeader(args);
-  const uint64_t hash = Fingerprint(mine);
+  const uint64_t hash = FrameFingerprint(mine);
   // AND over [h, ~h] equals [h, ~h] on every rank exactly when all h agree:
   // a bit where two ranks differ clears both words' bit, which each of them sees.
   uint64_t in[2] = {hash, ~hash};
@@ -582,7 +568,7 @@ absl::Status MpiTransport::CheckAgreement(const CollectiveArgs& args) {
   std::string text = absl::StrCat("rank ", rank(), ": mismatched collective (native MPI): this rank issued ",
                                   DescribeFrame(mine));
   for (int peer = 0; peer < size(); ++peer) {
-    if (Fingerprint(all[static_cast<size_t>(peer)]) == hash) continue;
+    if (FrameFingerprint(all[static_cast<size_t>(peer)]) == hash) continue;
     absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[static_cast<size_t>(peer)]));
   }
   return absl::InvalidArgumentError(text);

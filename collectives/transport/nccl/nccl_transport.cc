@@ -66,17 +66,6 @@ absl::Status CudaError(cudaError_t error, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
 }
 
-uint64_t Fingerprint(const FrameHeader& header) {
-  // FNV-1a over the header bytes.
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
-  for (size_t i = 0; i < sizeof(header); ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 }  // namespace
 
 absl::StatusOr<ncclDataType_t> NcclDataType(DType dtype) {
@@ -436,10 +425,7 @@ absl::Status NcclTransport::Wait(absl::Span<const OpId> ids, Deadline deadline) 
 // Native collectives.
 
 std::string NcclTransport::NativeWhat(const CollectiveArgs& args) const {
-  // "allreduce seq 7 (count 1000, float32, sum)": a frame's description without its step and bytes.
-  std::string frame = DescribeFrame(CollectiveHeader(args));
-  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
-  return absl::StrCat("nccl native ", frame);
+  return absl::StrCat("nccl native ", DescribeCollective(args));
 }
 
 absl::StatusOr<ncclDataType_t> NcclTransport::NativeType(const CollectiveArgs& args) const {
@@ -471,7 +457,7 @@ absl::Status NcclTransport::CheckAgreement(const CollectiveArgs& args) {
   if (!native_check_ || size() == 1) return absl::OkStatus();
   const std::string what = absl::StrCat(NativeWhat(args), " (agreement check)");
   const FrameHeader mine = CollectiveHeader(args);
-  const uint64_t hash = Fingerprint(mine);
+  const uint64_t hash = FrameFingerprint(mine);
   // Min over [h, ~h] equals [h, ~h] on a rank exactly when no rank's h is
   // smaller and none is larger: all agree. When they differ, every rank sees it.
   auto* host = static_cast<uint64_t*>(host_scratch_);
@@ -504,7 +490,7 @@ absl::Status NcclTransport::CheckAgreement(const CollectiveArgs& args) {
       absl::StrCat("rank ", rank(), ": mismatched collective (native NCCL): this rank issued ", DescribeFrame(mine));
   const auto* all = reinterpret_cast<const FrameHeader*>(host_scratch_);
   for (int peer = 0; peer < size(); ++peer) {
-    if (Fingerprint(all[peer]) == hash) continue;
+    if (FrameFingerprint(all[peer]) == hash) continue;
     absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[peer]));
   }
   // The ranks' streams no longer line up: nothing after this can be trusted.
