@@ -408,9 +408,14 @@ absl::StatusOr<WorkHandle> Bench::Issue(const Step& step, bool in_place, Algorit
 // `iterations` calls, each waited for (blocking) or only the last.
 absl::Status Bench::RunIterations(const Step& step, bool in_place, Algorithm algorithm, int iterations) {
   WorkHandle last;
+  // Out-of-place broadcast copies the root's input into the output before each
+  // call (Issue): that buffer must not be touched while the previous call
+  // still uses it, so those calls are waited for one by one.
+  const bool wait_each =
+      options_.blocking || (options_.collective == Collective::kBroadcast && !in_place);
   for (int i = 0; i < iterations; ++i) {
     BRAID_ASSIGN_OR_RETURN(last, Issue(step, in_place, algorithm));
-    if (options_.blocking) BRAID_RETURN_IF_ERROR(last->Wait());
+    if (wait_each) BRAID_RETURN_IF_ERROR(last->Wait());
   }
   // In issue order: the last one done means all are; a failure aborts the
   // communicator, so the last one carries it.
