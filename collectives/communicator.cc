@@ -189,11 +189,11 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
                                                    ": the ", transport_name_, " communicator takes CUDA tensors"));
   }
-  if (!device_native_ && !tensor.device().is_cpu()) {
+  if (!device_native_ && tensor.device().is_cuda() && !CudaCompiledIn()) {
     return absl::UnimplementedError(absl::StrCat(
-        "rank ", rank_, ": ", what, " ", tensor.DebugString(), ": the ", transport_name_,
-        " communicator takes CPU tensors (CUDA tensors need BRAID_TRANSPORT=nccl; staging them through host memory "
-        "for ", transport_name_, " is not implemented)"));
+        "rank ", rank_, ": ", what, " ", tensor.DebugString(), ": CUDA tensors on the ", transport_name_,
+        " transport are staged through pinned host memory, which needs a --config=cuda build of braid; this binary "
+        "was built without it"));
   }
   if (!tensor.IsContiguous()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
@@ -204,8 +204,7 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root,
                                                  size_t count, size_t bytes, const CallOptions& call,
-                                                 const char* algorithm,
-                                                 std::function<absl::Status(const CollectiveArgs&)> run) {
+                                                 const char* algorithm, Tensor in, Tensor out, RunFn run) {
   Task task;
   {
     MutexLock lock(&mu_);
@@ -223,7 +222,8 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.count = count;
     args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
     args.segment_bytes = options_.segment_bytes;
-    task = Task{WorkHandle(new Work(args.seq)), args, std::move(run), bytes, algorithm, absl::Now()};
+    task = Task{WorkHandle(new Work(args.seq)), args, std::move(in), std::move(out), std::move(run), bytes, algorithm,
+                absl::Now()};
     flight_.Queued(args, bytes);
     if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
       queue_.push_back(task);
@@ -269,13 +269,62 @@ absl::Status Communicator::CrossCheck(const CollectiveArgs& args) {
       absl::StrCat("rank ", rank_, ": BRAID_DEBUG=detail: the ranks issued different collectives: ", calls));
 }
 
+absl::Status Communicator::RunStaged(const Task& task) {
+  const CollectiveArgs& args = task.args;
+  auto on_gpu = [](const Tensor& t) { return t.defined() && t.device().is_cuda(); };
+  const Device device = on_gpu(task.in) ? task.in.device() : task.out.device();
+  auto fail = [&](const absl::Status& status) {
+    // RunTask adds the collective and its sequence number.
+    return Annotate(status, absl::StrCat("rank ", rank_, ": staging ", ToString(device),
+                                         " tensors through host memory for ", transport_name_));
+  };
+  // Every CUDA call below runs on the tensor's GPU (no stray context on GPU 0).
+  absl::StatusOr<CudaDeviceScope> scope = CudaDeviceScope::Enter(device);
+  if (!scope.ok()) return fail(scope.status());
+  // In place (one tensor read and written): one host copy serves both.
+  const bool shared = on_gpu(task.in) && on_gpu(task.out) && task.in.data() == task.out.data() &&
+                      task.in.nbytes() == task.out.nbytes();
+  constexpr size_t kAlign = 256;
+  auto padded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  const size_t out_bytes = on_gpu(task.out) ? padded(task.out.nbytes()) : 0;
+  const size_t in_bytes = on_gpu(task.in) && !shared ? padded(task.in.nbytes()) : 0;
+  if (staging_.nbytes() < out_bytes + in_bytes) {
+    // Grow to a power of two (at least 1 MiB), so a sweep of sizes allocates
+    // a few times, not once per size; free the old buffer first.
+    size_t grown = size_t{1} << 20;
+    while (grown < out_bytes + in_bytes) grown *= 2;
+    staging_ = Tensor();
+    absl::StatusOr<Tensor> pinned = Tensor::EmptyPinned({static_cast<int64_t>(grown)}, DType::kU8);
+    if (!pinned.ok()) return fail(pinned.status());
+    staging_ = *std::move(pinned);
+  }
+  std::byte* base = static_cast<std::byte*>(staging_.data());
+  const Tensor host_out =
+      on_gpu(task.out) ? Tensor::View(base, task.out.shape(), task.out.dtype()) : task.out;
+  Tensor host_in = task.in;
+  if (on_gpu(task.in)) {
+    host_in = shared ? host_out : Tensor::View(base + out_bytes, task.in.shape(), task.in.dtype());
+    if (absl::Status copied = host_in.CopyFrom(task.in); !copied.ok()) return fail(copied);
+  }
+  BRAID_RETURN_IF_ERROR(task.run(args, host_in, host_out));
+  if (on_gpu(task.out)) {
+    Tensor out = task.out;
+    if (absl::Status copied = out.CopyFrom(host_out); !copied.ok()) return fail(copied);
+  }
+  return absl::OkStatus();
+}
+
 void Communicator::RunTask(Task& task) {
   flight_.Running(task.args.seq);
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
   // The cross-check runs braid's ring on host memory; nccl checks agreement itself (BRAID_NCCL_NATIVE_CHECK).
   absl::Status status =
       debug_detail_ && !device_native_ && task.args.seq > 0 ? CrossCheck(task.args) : absl::OkStatus();
-  if (status.ok()) status = task.run(task.args);
+  if (status.ok()) {
+    const bool staged = !device_native_ && ((task.in.defined() && task.in.device().is_cuda()) ||
+                                            (task.out.defined() && task.out.device().is_cuda()));
+    status = staged ? RunStaged(task) : task.run(task.args, task.in, task.out);
+  }
   if (timeline_) {
     const CollectiveArgs& a = task.args;
     timeline_->Span(absl::StrCat(CollectiveKindName(a.kind), " ", task.algorithm), Timeline::Track::kCollectives,
@@ -345,22 +394,22 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
   if (native) {
     return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
                    input.nbytes(), call, "native",
-                   [this, input, output](const CollectiveArgs& args) {
-                     return native_->NativeAllReduce(args, ConstBytes(input), Bytes(output));
+                   input, output, [this](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                     return native_->NativeAllReduce(args, ConstBytes(in), Bytes(out));
                    });
   }
   return Enqueue(CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
                  input.nbytes(), call, AlgorithmName(algorithm),
-                 [this, input, output, algorithm](const CollectiveArgs& args) {
+                 input, output, [this, algorithm](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
                    switch (algorithm) {
                      case Algorithm::kTree:
-                       return TreeAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                       return TreeAllReduce(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                      case Algorithm::kRhd:
-                       return RhdAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                       return RhdAllReduce(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                      case Algorithm::kDirect:
-                       return DirectAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                       return DirectAllReduce(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                      default:
-                       return RingAllReduce(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                       return RingAllReduce(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                    }
                  });
 }
@@ -376,9 +425,9 @@ absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, cons
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduceScatter));
   return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()),
                  input.nbytes(), call, native ? "native" : "ring",
-                 [this, input, output, native](const CollectiveArgs& args) {
-                   if (native) return native_->NativeReduceScatter(args, ConstBytes(input), Bytes(output));
-                   return RingReduceScatter(*transport_, args, ConstBytes(input), Bytes(output), scratch_);
+                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                   if (native) return native_->NativeReduceScatter(args, ConstBytes(in), Bytes(out));
+                   return RingReduceScatter(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                  });
 }
 
@@ -392,9 +441,9 @@ absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Te
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllGather));
   return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
                  output.nbytes(), call, native ? "native" : "ring",
-                 [this, input, output, native](const CollectiveArgs& args) {
-                   if (native) return native_->NativeAllGather(args, ConstBytes(input), Bytes(output));
-                   return RingAllGather(*transport_, args, ConstBytes(input), Bytes(output));
+                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                   if (native) return native_->NativeAllGather(args, ConstBytes(in), Bytes(out));
+                   return RingAllGather(*transport_, args, ConstBytes(in), Bytes(out));
                  });
 }
 
@@ -406,9 +455,11 @@ absl::StatusOr<WorkHandle> Communicator::Broadcast(const Tensor& tensor, int roo
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBroadcast));
   return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), ReduceOp::kSum, root, static_cast<size_t>(tensor.numel()),
                  tensor.nbytes(), call, native ? "native" : "chain",
-                 [this, tensor, native](const CollectiveArgs& args) {
-                   if (native) return native_->NativeBroadcast(args, Bytes(tensor));
-                   return ChainBroadcast(*transport_, args, Bytes(tensor));
+                 // Only the root's tensor is read: the others are written, never staged in.
+                 rank_ == root ? tensor : Tensor(), tensor,
+                 [this, native](const CollectiveArgs& args, const Tensor&, const Tensor& out) {
+                   if (native) return native_->NativeBroadcast(args, Bytes(out));
+                   return ChainBroadcast(*transport_, args, Bytes(out));
                  });
 }
 
@@ -428,10 +479,12 @@ absl::StatusOr<WorkHandle> Communicator::Reduce(const Tensor& input, const Tenso
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduce));
   return Enqueue(CollectiveKind::kReduce, input.dtype(), op, root, static_cast<size_t>(input.numel()),
                  input.nbytes(), call, native ? "native" : "chain",
-                 [this, input, output, root, native](const CollectiveArgs& args) {
-                   const absl::Span<std::byte> result = rank_ == root ? Bytes(output) : absl::Span<std::byte>();
-                   if (native) return native_->NativeReduce(args, ConstBytes(input), result);
-                   return ChainReduce(*transport_, args, ConstBytes(input), result, scratch_);
+                 // The output is the root's only (undefined elsewhere: nothing to stage).
+                 input, rank_ == root ? output : Tensor(),
+                 [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                   const absl::Span<std::byte> result = out.defined() ? Bytes(out) : absl::Span<std::byte>();
+                   if (native) return native_->NativeReduce(args, ConstBytes(in), result);
+                   return ChainReduce(*transport_, args, ConstBytes(in), result, scratch_);
                  });
 }
 
@@ -446,9 +499,9 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllToAll));
   return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
                  static_cast<size_t>(input.numel() / size_), input.nbytes(), call, native ? "native" : "pairwise",
-                 [this, input, output, native](const CollectiveArgs& args) {
-                   if (native) return native_->NativeAllToAll(args, ConstBytes(input), Bytes(output));
-                   return PairwiseAllToAll(*transport_, args, ConstBytes(input), Bytes(output));
+                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                   if (native) return native_->NativeAllToAll(args, ConstBytes(in), Bytes(out));
+                   return PairwiseAllToAll(*transport_, args, ConstBytes(in), Bytes(out));
                  });
 }
 
@@ -456,7 +509,7 @@ absl::StatusOr<WorkHandle> Communicator::Barrier(CallOptions call) {
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kBarrier));
   return Enqueue(CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, 0, call,
                  native ? "native" : "dissemination",
-                 [this, native](const CollectiveArgs& args) {
+                 Tensor(), Tensor(), [this, native](const CollectiveArgs& args, const Tensor&, const Tensor&) {
                    if (native) return native_->NativeBarrier(args);
                    return DisseminationBarrier(*transport_, args);
                  });
@@ -468,8 +521,9 @@ absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": send to peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 kNeverInline, call, "p2p", [this, tensor, peer](const CollectiveArgs& args) {
-                   return SendTo(*transport_, args, peer, ConstBytes(tensor));
+                 kNeverInline, call, "p2p", tensor, Tensor(),
+                 [this, peer](const CollectiveArgs& args, const Tensor& in, const Tensor&) {
+                   return SendTo(*transport_, args, peer, ConstBytes(in));
                  });
 }
 
@@ -479,8 +533,9 @@ absl::StatusOr<WorkHandle> Communicator::Recv(const Tensor& tensor, int peer, Ca
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": receive from peer ", peer, " in a group of ", size_));
   }
   return Enqueue(CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(tensor.numel()),
-                 kNeverInline, call, "p2p", [this, tensor, peer](const CollectiveArgs& args) {
-                   return RecvFrom(*transport_, args, peer, Bytes(tensor));
+                 kNeverInline, call, "p2p", Tensor(), tensor,
+                 [this, peer](const CollectiveArgs& args, const Tensor&, const Tensor& out) {
+                   return RecvFrom(*transport_, args, peer, Bytes(out));
                  });
 }
 

@@ -10,13 +10,24 @@
 //
 // Errors: a collective that fails (a dead peer, a mismatch, its deadline)
 // aborts the communicator: the peers are told, and this and every later call
-// fails fast with that first cause. Tensors must be contiguous, of a braid
-// dtype, and CPU tensors, except on an "nccl" transport (built with
-// --config=cuda), which takes CUDA tensors on its device and runs every
-// collective natively (NCCL's own), whatever the algorithm asked for. CUDA
-// tensors on a host transport (tcp, shm, mpi) are kUnimplemented: staging
-// through host memory is not built yet. A bad argument is returned by the
-// call itself and consumes no sequence number.
+// fails fast with that first cause. Tensors must be contiguous and of a
+// braid dtype. An "nccl" transport (built with --config=cuda) takes only CUDA
+// tensors on its device and runs every collective natively (NCCL's own),
+// whatever the algorithm asked for. A host transport (tcp, shm, mpi) takes
+// CPU tensors and, in a --config=cuda build, CUDA tensors too, staged
+// through pinned host memory: the thread running the collective copies each
+// CUDA input to a pinned host buffer (cudaMemcpy, with the tensor's GPU
+// current and the thread's own current device restored after), runs the same
+// algorithm on host memory, and copies the result back into the CUDA output
+// before the Work completes. The buffer is allocated on first use, grown when
+// a larger call comes, and kept for the communicator's life (never per
+// call). A CUDA input must be ready when the call is issued (its kernels
+// finished, or queued on a stream that synchronizes with the legacy default
+// stream, which the copies use). A CUDA error there fails the collective (and so aborts the
+// communicator, as any failure) naming the rank, the collective and the CUDA
+// call. Without --config=cuda, CUDA tensors on a host transport are
+// kUnimplemented saying so. A bad argument is returned by the call itself and
+// consumes no sequence number.
 //
 // Threads: all methods are thread-safe; calls from different threads are
 // ordered by when they enter. Tensors handed to a call must stay alive and
@@ -143,10 +154,16 @@ class Communicator {
   Timeline* timeline() const { return timeline_.get(); }
 
  private:
+  // Runs the collective on `in` (what it reads) and `out` (what it writes):
+  // the caller's tensors, or their host copies when staged. Either may be
+  // undefined (a receive reads nothing, a send writes nothing).
+  using RunFn = std::function<absl::Status(const CollectiveArgs&, const Tensor& in, const Tensor& out)>;
   struct Task {
     WorkHandle work;
     CollectiveArgs args;
-    std::function<absl::Status(const CollectiveArgs&)> run;
+    Tensor in;
+    Tensor out;
+    RunFn run;
     // For the timeline: bytes per rank, the algorithm's name, when it was issued.
     size_t bytes = 0;
     const char* algorithm = "";
@@ -159,8 +176,8 @@ class Communicator {
   // calling thread when it is small and nothing else is queued or running:
   // a hand-off to the progress thread costs more than a small collective.
   absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
-                                     size_t bytes, const CallOptions& call, const char* algorithm,
-                                     std::function<absl::Status(const CollectiveArgs&)> run);
+                                     size_t bytes, const CallOptions& call, const char* algorithm, Tensor in,
+                                     Tensor out, RunFn run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
   // BRAID_DEBUG=detail: all ranks agree on `args` before it runs.
   absl::Status CrossCheck(const CollectiveArgs& args);
@@ -169,6 +186,8 @@ class Communicator {
   // Whether a `kind` collective runs natively: true for kNative, which needs a
   // transport with native collectives (kUnimplemented otherwise).
   absl::StatusOr<bool> UseNative(const CallOptions& call, CollectiveKind kind) const;
+  // Runs `task` with its CUDA tensors copied to and from staging_ (see the top).
+  absl::Status RunStaged(const Task& task);
   // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
   void RunTask(Task& task);
   void ProgressLoop();
@@ -189,6 +208,9 @@ class Communicator {
   // max_bytes (0: no bound) bytes, the algorithm. Empty: the built-in rule.
   std::vector<std::pair<uint64_t, Algorithm>> tuned_;
   Scratch scratch_;  // progress thread only
+  // Pinned host memory for staging CUDA tensors (RunStaged); grown, never
+  // shrunk. Only the thread running a task (busy_) uses it.
+  Tensor staging_;
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);

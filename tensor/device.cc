@@ -46,4 +46,52 @@ int CudaDeviceCount() {
 #endif
 }
 
+namespace {
+
+#ifndef BRAID_WITH_CUDA
+absl::Status NoCuda(absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(what, ": braid was built without --config=cuda"));
+}
+#else
+absl::Status CudaError(cudaError_t error, absl::string_view call) {
+  cudaGetLastError();  // clear a sticky error, so the next call reports its own
+  return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(error)));
+}
+#endif
+
+}  // namespace
+
+absl::StatusOr<CudaDeviceScope> CudaDeviceScope::Enter(Device device) {
+  if (device.is_cpu()) return CudaDeviceScope(-1);
+#ifdef BRAID_WITH_CUDA
+  int previous = 0;
+  if (cudaError_t error = cudaGetDevice(&previous); error != cudaSuccess) return CudaError(error, "cudaGetDevice");
+  if (previous == device.index) return CudaDeviceScope(-1);
+  if (cudaError_t error = cudaSetDevice(device.index); error != cudaSuccess) {
+    return CudaError(error, absl::StrCat("cudaSetDevice(", device.index, ")"));
+  }
+  return CudaDeviceScope(previous);
+#else
+  return NoCuda(absl::StrCat("making ", ToString(device), " current"));
+#endif
+}
+
+CudaDeviceScope::~CudaDeviceScope() {
+#ifdef BRAID_WITH_CUDA
+  if (previous_ >= 0) cudaSetDevice(previous_);
+#endif
+}
+
+absl::StatusOr<std::string> CudaDeviceBusId(int index) {
+#ifdef BRAID_WITH_CUDA
+  char id[32] = {};
+  if (cudaError_t error = cudaDeviceGetPCIBusId(id, sizeof(id), index); error != cudaSuccess) {
+    return CudaError(error, absl::StrCat("cudaDeviceGetPCIBusId(", index, ")"));
+  }
+  return std::string(id);
+#else
+  return NoCuda(absl::StrCat("the PCI bus id of cuda:", index));
+#endif
+}
+
 }  // namespace braid

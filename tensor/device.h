@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -34,6 +35,32 @@ bool CudaCompiledIn();
 // The number of usable CUDA devices; 0 when CUDA is not compiled in or the
 // driver/GPU is missing (any CUDA error counts as "no GPU").
 int CudaDeviceCount();
+
+// Makes a CUDA device current on the calling thread for the scope's life and
+// the previous one current again when it ends, so that work done for a tensor
+// (copies, pinned allocations) lands on the tensor's GPU and leaves the
+// caller's current device as it was. A CPU device changes nothing. Fails,
+// naming the CUDA call, when CUDA is not compiled in (kFailedPrecondition) or
+// the device cannot be made current (kInternal: no driver, no such GPU).
+// Move-only; use on one thread.
+class CudaDeviceScope {
+ public:
+  static absl::StatusOr<CudaDeviceScope> Enter(Device device);
+  CudaDeviceScope(CudaDeviceScope&& other) noexcept : previous_(other.previous_) { other.previous_ = -1; }
+  CudaDeviceScope& operator=(CudaDeviceScope&&) = delete;
+  CudaDeviceScope(const CudaDeviceScope&) = delete;
+  ~CudaDeviceScope();
+
+ private:
+  explicit CudaDeviceScope(int previous) : previous_(previous) {}
+  int previous_;  // the device to restore; -1: nothing to restore
+};
+
+// The PCI bus id of CUDA device `index` ("0000:3b:00.0"): the same GPU has the
+// same id in every process of a host, whatever CUDA_VISIBLE_DEVICES numbers it.
+// kFailedPrecondition without --config=cuda; kInternal naming the CUDA call on
+// a CUDA error.
+absl::StatusOr<std::string> CudaDeviceBusId(int index);
 
 }  // namespace braid
 

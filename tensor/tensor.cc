@@ -57,12 +57,33 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, true));
 }
 
+absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocatePinned(size_t nbytes) {
+#ifdef BRAID_WITH_CUDA
+  void* data = nullptr;
+  if (nbytes > 0) {
+    // Portable: pinned for every GPU's context, not only the current one's.
+    BRAID_RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(&data, nbytes, cudaHostAllocPortable),
+                                     absl::StrCat("cudaHostAlloc(", nbytes, " bytes)")));
+  }
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, Device::Cpu(), true, true));
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot allocate ", nbytes, " bytes of pinned host memory: braid was built without --config=cuda"));
+#endif
+}
+
 std::shared_ptr<Storage> Storage::Borrow(void* data, size_t nbytes, Device device) {
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, false));
 }
 
 Storage::~Storage() {
   if (!owning_ || data_ == nullptr) return;
+  if (pinned_) {
+#ifdef BRAID_WITH_CUDA
+    cudaFreeHost(data_);
+#endif
+    return;
+  }
   if (device_.is_cuda()) {
 #ifdef BRAID_WITH_CUDA
     cudaFree(data_);
@@ -105,6 +126,13 @@ absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, Device dev
   BRAID_RETURN_IF_ERROR(CheckShape(shape));
   const size_t nbytes = static_cast<size_t>(ShapeNumel(shape)) * DTypeSize(dtype);
   BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::Allocate(nbytes, device));
+  return Tensor(std::move(storage), 0, shape, ContiguousStrides(shape), dtype);
+}
+
+absl::StatusOr<Tensor> Tensor::EmptyPinned(const Shape& shape, DType dtype) {
+  BRAID_RETURN_IF_ERROR(CheckShape(shape));
+  const size_t nbytes = static_cast<size_t>(ShapeNumel(shape)) * DTypeSize(dtype);
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::AllocatePinned(nbytes));
   return Tensor(std::move(storage), 0, shape, ContiguousStrides(shape), dtype);
 }
 

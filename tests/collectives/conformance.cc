@@ -49,6 +49,7 @@ absl::Status EveryCollective(Suite& suite, bool all_ops, const ConformanceOption
 
 absl::Status RunConformance(Communicator& comm, Deadline deadline, const ConformanceOptions& options) {
   Suite suite{comm, deadline, comm.size(), comm.rank()};
+  suite.device = options.device;
   const bool full = FullMatrix();
   std::vector<Algorithm> others = {Algorithm::kAuto};
   if (options.native_others) others.push_back(Algorithm::kNative);
@@ -69,10 +70,13 @@ absl::Status RunConformance(Communicator& comm, Deadline deadline, const Conform
     BRAID_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({33}, DType::kI64));
     BRAID_ASSIGN_OR_RETURN(Tensor in, Tensor::Zeros({33}, DType::kI64));
     Fill<int64_t>(out, suite.me, ReduceOp::kSum);
-    BRAID_ASSIGN_OR_RETURN(WorkHandle sent, comm.Send(out, (suite.me + 1) % suite.n));
-    BRAID_ASSIGN_OR_RETURN(WorkHandle got, comm.Recv(in, (suite.me + suite.n - 1) % suite.n));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_out, suite.OnDevice(out));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_in, suite.OnDevice(in));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle sent, comm.Send(d_out, (suite.me + 1) % suite.n));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle got, comm.Recv(d_in, (suite.me + suite.n - 1) % suite.n));
     BRAID_RETURN_IF_ERROR(sent->Wait(suite.deadline));
     BRAID_RETURN_IF_ERROR(got->Wait(suite.deadline));
+    BRAID_RETURN_IF_ERROR(suite.ToHost(in, d_in));
     const int from = (suite.me + suite.n - 1) % suite.n;
     for (size_t i = 0; i < 33; ++i) {
       BRAID_RETURN_IF_ERROR(ExpectEqual(in.data<int64_t>() + i, Value<int64_t>(from, i, ReduceOp::kSum), i, "recv"));

@@ -122,6 +122,22 @@ struct Suite {
   // The algorithm of every collective but all-reduce (which names its own):
   // kAuto = braid's, kNative = the transport's engine.
   Algorithm others = Algorithm::kAuto;
+  // Where the call's tensors live. Data is filled and checked on the host;
+  // on a CUDA device each call gets device copies (OnDevice) and its results
+  // are copied back (ToHost) before the check.
+  Device device = Device::Cpu();
+
+  // `host` itself on the CPU; else a copy of it on `device`.
+  absl::StatusOr<Tensor> OnDevice(const Tensor& host) const {
+    if (device.is_cpu()) return host;
+    return host.Clone(device);
+  }
+  // Copies a call's tensor back into `host` (nothing to do on the CPU).
+  absl::Status ToHost(const Tensor& host, const Tensor& on_device) const {
+    if (device.is_cpu()) return absl::OkStatus();
+    Tensor copy = host;
+    return copy.CopyFrom(on_device);
+  }
 
   CallOptions Others() const {
     CallOptions call;
@@ -147,7 +163,14 @@ struct Suite {
     }
     CallOptions call;
     call.algorithm = algorithm;
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllReduce(input, output, op, call)), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_input, OnDevice(input));
+    Tensor d_output = d_input;
+    if (!in_place) {
+      BRAID_ASSIGN_OR_RETURN(d_output, OnDevice(output));
+    }
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllReduce(d_input, d_output, op, call)), what));
+    BRAID_RETURN_IF_ERROR(ToHost(output, d_output));
+    if (!in_place) BRAID_RETURN_IF_ERROR(ToHost(input, d_input));
     for (size_t i = 0; i < count; ++i) {
       BRAID_RETURN_IF_ERROR(ExpectEqual(output.data<T>() + i, Reference<T>(n, i, op), i, what));
     }
@@ -166,7 +189,10 @@ struct Suite {
     BRAID_ASSIGN_OR_RETURN(Tensor input, Tensor::Empty({static_cast<int64_t>(count * n)}, dtype));
     BRAID_ASSIGN_OR_RETURN(Tensor output, Tensor::Zeros({static_cast<int64_t>(count)}, dtype));
     Fill<T>(input, me, op);
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.ReduceScatter(input, output, op, Others())), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_input, OnDevice(input));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_output, OnDevice(output));
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.ReduceScatter(d_input, d_output, op, Others())), what));
+    BRAID_RETURN_IF_ERROR(ToHost(output, d_output));
     for (size_t i = 0; i < count; ++i) {
       BRAID_RETURN_IF_ERROR(ExpectEqual(output.data<T>() + i, Reference<T>(n, me * count + i, op), i, what));
     }
@@ -180,7 +206,10 @@ struct Suite {
     BRAID_ASSIGN_OR_RETURN(Tensor input, Tensor::Empty({static_cast<int64_t>(count)}, dtype));
     BRAID_ASSIGN_OR_RETURN(Tensor output, Tensor::Zeros({static_cast<int64_t>(count * n)}, dtype));
     Fill<T>(input, me, ReduceOp::kSum);
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllGather(input, output, Others())), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_input, OnDevice(input));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_output, OnDevice(output));
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllGather(d_input, d_output, Others())), what));
+    BRAID_RETURN_IF_ERROR(ToHost(output, d_output));
     for (int r = 0; r < n; ++r) {
       for (size_t i = 0; i < count; ++i) {
         BRAID_RETURN_IF_ERROR(ExpectEqual(output.data<T>() + r * count + i, Value<T>(r, i, ReduceOp::kSum),
@@ -196,7 +225,9 @@ struct Suite {
     const std::string what = absl::StrCat("broadcast ", DTypeName(dtype), " count ", count, " root ", root);
     BRAID_ASSIGN_OR_RETURN(Tensor buffer, Tensor::Zeros({static_cast<int64_t>(count)}, dtype));
     if (me == root) Fill<T>(buffer, root, ReduceOp::kSum);
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.Broadcast(buffer, root, Others())), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_buffer, OnDevice(buffer));
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.Broadcast(d_buffer, root, Others())), what));
+    BRAID_RETURN_IF_ERROR(ToHost(buffer, d_buffer));
     for (size_t i = 0; i < count; ++i) {
       BRAID_RETURN_IF_ERROR(ExpectEqual(buffer.data<T>() + i, Value<T>(root, i, ReduceOp::kSum), i, what));
     }
@@ -211,7 +242,10 @@ struct Suite {
     BRAID_ASSIGN_OR_RETURN(Tensor input, Tensor::Empty({static_cast<int64_t>(count)}, dtype));
     BRAID_ASSIGN_OR_RETURN(Tensor output, Tensor::Zeros({static_cast<int64_t>(count)}, dtype));
     Fill<T>(input, me, op);
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.Reduce(input, output, op, root, Others())), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_input, OnDevice(input));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_output, OnDevice(output));
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.Reduce(d_input, d_output, op, root, Others())), what));
+    BRAID_RETURN_IF_ERROR(ToHost(output, d_output));
     if (me != root) return absl::OkStatus();
     for (size_t i = 0; i < count; ++i) {
       BRAID_RETURN_IF_ERROR(ExpectEqual(output.data<T>() + i, Reference<T>(n, i, op), i, what));
@@ -226,7 +260,10 @@ struct Suite {
     BRAID_ASSIGN_OR_RETURN(Tensor input, Tensor::Empty({static_cast<int64_t>(count * n)}, dtype));
     BRAID_ASSIGN_OR_RETURN(Tensor output, Tensor::Zeros({static_cast<int64_t>(count * n)}, dtype));
     Fill<T>(input, me, ReduceOp::kSum);
-    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllToAll(input, output, Others())), what));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_input, OnDevice(input));
+    BRAID_ASSIGN_OR_RETURN(const Tensor d_output, OnDevice(output));
+    BRAID_RETURN_IF_ERROR(Annotate(Run(comm.AllToAll(d_input, d_output, Others())), what));
+    BRAID_RETURN_IF_ERROR(ToHost(output, d_output));
     for (int r = 0; r < n; ++r) {
       for (size_t i = 0; i < count; ++i) {
         // Rank r's block `me` arrives as our block r.
@@ -243,6 +280,9 @@ struct ConformanceOptions {
   std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kRhd, Algorithm::kDirect};
   // Also run every other collective natively (the transport's engine), after braid's.
   bool native_others = false;
+  // Where the calls' tensors live (Suite::device): a CUDA device checks host
+  // staging on a host transport.
+  Device device = Device::Cpu();
 };
 
 // Every collective in every dtype, barrier and a send/recv ring, on `comm`

@@ -25,7 +25,6 @@
 #include "tensor/reduce.h"
 #include "tensor/tensor.h"
 #include "tests/collectives/test_bootstrap.h"
-#include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
 
 namespace braid {
@@ -329,29 +328,6 @@ TEST_CASE("nccl: ranks issuing different collectives get a clear error naming bo
     INFO(status);
     CHECK(status.code() == absl::StatusCode::kInvalidArgument);
     CHECK(absl::StrContains(status.message(), "mismatched collective"));
-  }
-}
-
-// Runs without a GPU too: the tensor is never touched.
-TEST_CASE("nccl: CUDA tensors on a host transport are kUnimplemented, naming the transport", "[nccl][cuda]") {
-  for (const testing::NamedTransport& named : testing::AllTransports()) {
-    if (named.name != "shm") continue;
-    const std::vector<absl::Status> statuses = RunRanks(1, RankMode::kThreads, [&](RankContext& ctx) -> absl::Status {
-      HarnessBootstrap bootstrap(ctx);
-      BRAID_ASSIGN_OR_RETURN(auto transport, named.create(bootstrap, ctx.deadline()));
-      BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
-      static float fake[4];
-      const Tensor device_view = Tensor::View(fake, {4}, DType::kF32, Device::Cuda(0));
-      absl::StatusOr<WorkHandle> work = comm->AllReduce(device_view, ReduceOp::kSum);
-      if (work.ok() || work.status().code() != absl::StatusCode::kUnimplemented ||
-          !absl::StrContains(work.status().message(), "shm") ||
-          !absl::StrContains(work.status().message(), "BRAID_TRANSPORT=nccl")) {
-        return absl::InternalError(absl::StrCat("expected kUnimplemented naming shm and nccl, got ",
-                                                work.ok() ? "OK" : work.status().ToString()));
-      }
-      return absl::OkStatus();
-    });
-    RequireAllOk(statuses);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "tensor/tensor.h"
 
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -126,6 +127,42 @@ TEST_CASE("Tensor: CUDA tensors fail cleanly without a GPU build or device", "[t
   CHECK(*ParseDevice("cuda:1") == Device::Cuda(1));
   CHECK(*ParseDevice("cpu") == Device::Cpu());
   CHECK_FALSE(ParseDevice("tpu").ok());
+}
+
+TEST_CASE("Tensor: pinned host tensors and CudaDeviceScope, with and without a GPU", "[tensor]") {
+  auto pinned = Tensor::EmptyPinned({1000}, DType::kF64);
+  auto scope = CudaDeviceScope::Enter(Device::Cuda(0));
+  auto bus_id = CudaDeviceBusId(0);
+  // The CPU needs no CUDA at all.
+  CHECK(CudaDeviceScope::Enter(Device::Cpu()).ok());
+  if (!CudaCompiledIn()) {
+    CHECK(pinned.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(pinned.status().message()).find("--config=cuda") != std::string::npos);
+    CHECK(scope.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(bus_id.status().code() == absl::StatusCode::kFailedPrecondition);
+  } else if (CudaDeviceCount() == 0) {
+    // Each error names its CUDA call.
+    CHECK(pinned.status().code() == absl::StatusCode::kInternal);
+    CHECK(std::string(pinned.status().message()).find("cudaHostAlloc") != std::string::npos);
+    CHECK(scope.status().code() == absl::StatusCode::kInternal);
+    CHECK(std::string(scope.status().message()).find("cudaGetDevice") != std::string::npos);
+    CHECK(std::string(bus_id.status().message()).find("cudaDeviceGetPCIBusId") != std::string::npos);
+  } else {
+    REQUIRE(pinned.ok());
+    CHECK(pinned->device() == Device::Cpu());
+    CHECK(pinned->storage()->pinned());
+    // A round trip through the GPU, pinned on both ends.
+    for (int64_t i = 0; i < 1000; ++i) pinned->data<double>()[i] = static_cast<double>(i) * 0.5;
+    auto on_gpu = pinned->Clone(Device::Cuda(0));
+    REQUIRE(on_gpu.ok());
+    auto back = Tensor::EmptyPinned({1000}, DType::kF64);
+    REQUIRE(back.ok());
+    REQUIRE(back->CopyFrom(*on_gpu).ok());
+    CHECK(std::memcmp(back->data(), pinned->data(), pinned->nbytes()) == 0);
+    CHECK(scope.ok());
+    CHECK(bus_id.ok());
+    CHECK(CudaDeviceScope::Enter(Device::Cuda(CudaDeviceCount())).status().code() == absl::StatusCode::kInternal);
+  }
 }
 
 }  // namespace
