@@ -7,12 +7,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/cpu.h"
 #include "base/fd.h"
 #include "base/logging.h"
 #include "base/status.h"
 
 namespace braid {
 namespace {
+
+// Polls Wait makes without a syscall before it starts yielding (about 10 us).
+constexpr int kPausePolls = 256;
 
 // An abort frame's text is short; longer is a corrupt stream.
 constexpr size_t kMaxAbortText = 4096;
@@ -23,8 +27,11 @@ absl::Span<const std::byte> HeaderBytes(const FrameHeader& header) {
 
 }  // namespace
 
-StreamTransport::StreamTransport(int rank, int size, absl::Duration spin)
-    : Transport(rank, size), spin_(spin), peers_(static_cast<size_t>(size)) {}
+StreamTransport::StreamTransport(int rank, int size, absl::Duration spin, int ranks_on_host)
+    : Transport(rank, size),
+      spin_(spin),
+      yield_while_spinning_(ranks_on_host <= 0 || ranks_on_host > UsableCpus()),
+      peers_(static_cast<size_t>(size)) {}
 
 std::string StreamTransport::PeerName(int peer) const { return absl::StrCat("peer ", peer); }
 
@@ -247,6 +254,7 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
     }
   }
   absl::Time spin_until = absl::Now() + spin_;
+  int idle_polls = 0;
   std::vector<Interest> interests;
   while (true) {
     bool moved = false;
@@ -260,6 +268,7 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
     if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
     if (moved) {
       spin_until = absl::Now() + spin_;
+      idle_polls = 0;
       continue;
     }
     const absl::Time now = absl::Now();
@@ -268,9 +277,14 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
                                                       ": deadline exceeded waiting for ", DescribePending(ops)));
     }
     if (now < spin_until) {
-      // Polling, but giving the core away: with more ranks than cores the
-      // peer we wait for may need it to make progress.
-      sched_yield();
+      // A peer on another core answers within a few polls; past those, or
+      // when ranks may outnumber cores, give the core away: the peer we wait
+      // for may need it (another job's build, say).
+      if (!yield_while_spinning_ && ++idle_polls < kPausePolls) {
+        CpuRelax();
+      } else {
+        sched_yield();
+      }
       continue;
     }
     interests.clear();

@@ -37,7 +37,10 @@ class StreamTransport : public Transport {
   };
 
   // spin: how long Wait polls without blocking before it calls WaitReady.
-  StreamTransport(int rank, int size, absl::Duration spin);
+  // ranks_on_host: how many ranks share this host's cores (0: unknown). When
+  // they may outnumber the cores, each poll yields the core (the peer we wait
+  // for may need it); otherwise polls only pause the pipeline, no syscall.
+  StreamTransport(int rank, int size, absl::Duration spin, int ranks_on_host);
 
   // Non-blocking: moves some of `first` then `second` into the stream to
   // `peer`; returns the bytes taken (0 = would block). An error means the
@@ -102,6 +105,7 @@ class StreamTransport : public Transport {
   std::string DescribePending(absl::Span<const OpId> ops) const;
 
   absl::Duration spin_;
+  bool yield_while_spinning_;
   OpId next_id_ = 1;
   absl::flat_hash_map<OpId, Op> ops_;
   std::vector<Peer> peers_;

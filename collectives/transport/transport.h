@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,22 @@
 namespace braid {
 
 using OpId = uint64_t;
+
+// Memory that every rank of a same-host group maps: each rank owns a window,
+// split in two halves; any rank may read any window. How the direct
+// algorithms skip the per-message copies of a stream. A collective writes its
+// own half, then synchronises with frames (so mismatched collectives still
+// fail on the frame check), then reads the peers'. Round r uses half r % 2,
+// and consecutive rounds are separated by such a synchronisation: a rank
+// refills a half only after every peer has finished reading it.
+struct SharedWindows {
+  size_t half_bytes = 0;
+  // A round of up to this many bytes is reduced whole by every rank (one
+  // synchronisation); a larger one is split, each rank reducing one slice.
+  size_t whole_round_bytes = 0;
+  std::vector<std::byte*> halves[2];  // [half][rank]
+  uint64_t rounds = 0;                // rounds run so far; every rank counts alike
+};
 
 class Transport {
  public:
@@ -74,6 +91,8 @@ class Transport {
   // (best effort, they fail kAborted quoting it) and releases the
   // connections. Idempotent: the first cause wins. Never blocks for long.
   virtual void Abort(const absl::Status& cause) = 0;
+  // The group's shared windows, or nullptr where ranks share no memory.
+  virtual SharedWindows* shared_windows() { return nullptr; }
 
  protected:
   Transport(int rank, int size) : rank_(rank), size_(size) {}

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -53,8 +54,9 @@ TEST_CASE("Collectives: every collective, algorithm and dtype matches the refere
 
 TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank", "[collectives]") {
   for (const NamedTransport& transport_kind : AllTransports()) {
-    for (int n : {2, 3}) {
-      INFO(transport_kind.name << " with " << n << " ranks");
+    for (auto [n, algorithm] : {std::pair{2, Algorithm::kRing}, std::pair{3, Algorithm::kRing},
+                                std::pair{3, Algorithm::kDirect}}) {
+      INFO(transport_kind.name << " with " << n << " ranks, " << AlgorithmName(algorithm));
       auto statuses = RunRanks(n, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
         HarnessBootstrap bootstrap(context);
         BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
@@ -68,7 +70,7 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
           p[i] = static_cast<float>(Mix(i * 31 + static_cast<size_t>(context.rank())) % 100000) / 7.0f;
         }
         CallOptions call;
-        call.algorithm = Algorithm::kRing;
+        call.algorithm = algorithm;
         BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm->AllReduce(t, ReduceOp::kSum, call));
         BRAID_RETURN_IF_ERROR(work->Wait(context.deadline()));
         uint64_t hash = 0;

@@ -6,20 +6,30 @@
 namespace braid::testing {
 namespace {
 
-// T::Create(bootstrap, deadline) with default options, as a Transport.
-template <typename T>
-TransportFactory FactoryOf() {
-  return [](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
-    auto transport = T::Create(bootstrap, deadline);
+// T::Create(bootstrap, deadline, options), as a Transport.
+template <typename T, typename Options>
+TransportFactory FactoryOf(Options options) {
+  return [options](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
+    auto transport = T::Create(bootstrap, deadline, options);
     if (!transport.ok()) return transport.status();
     return std::unique_ptr<Transport>(std::move(*transport));
   };
 }
 
+// Shared windows of one page, sliced above 1 KiB: the direct all-reduce runs
+// several rounds, split in slices, at the suite's sizes.
+ShmTransportOptions SmallWindows() {
+  ShmTransportOptions options;
+  options.window_half_bytes = 4096;
+  options.window_whole_round_bytes = 1024;
+  return options;
+}
+
 }  // namespace
 
 std::vector<NamedTransport> AllTransports() {
-  return {{"tcp", FactoryOf<TcpTransport>()}, {"shm", FactoryOf<ShmTransport>()}};
+  return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{})},
+          {"shm", FactoryOf<ShmTransport>(SmallWindows())}};
 }
 
 }  // namespace braid::testing

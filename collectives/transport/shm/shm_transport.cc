@@ -31,6 +31,7 @@ constexpr size_t kCacheLine = 64;
 struct Segment {
   uint64_t magic;
   uint64_t ring_bytes;
+  uint64_t window_half_bytes;
   int32_t size;
   int32_t pid;
   alignas(kCacheLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by whoever may unblock the owner
@@ -50,10 +51,15 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t
 constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
 constexpr size_t kSegmentHeaderBytes = RoundUp(sizeof(Segment), kCacheLine);
 constexpr size_t kChannelBytes = RoundUp(sizeof(Channel), kCacheLine);
+constexpr size_t kPageBytes = 4096;
 
 size_t ChannelStride(size_t ring_bytes) { return kChannelBytes + ring_bytes; }
-size_t SegmentBytes(int size, size_t ring_bytes) {
-  return kSegmentHeaderBytes + static_cast<size_t>(size) * ChannelStride(ring_bytes);
+// Where the window starts: after the rings, on a page boundary.
+size_t WindowOffset(int size, size_t ring_bytes) {
+  return RoundUp(kSegmentHeaderBytes + static_cast<size_t>(size) * ChannelStride(ring_bytes), kPageBytes);
+}
+size_t SegmentBytes(int size, size_t ring_bytes, size_t window_half_bytes) {
+  return WindowOffset(size, ring_bytes) + 2 * window_half_bytes;
 }
 
 }  // namespace shm_internal
@@ -93,6 +99,10 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(Bootstrap& bo
     return absl::InvalidArgumentError(absl::StrCat("shm ring_bytes ", options.ring_bytes,
                                                    " must be a power of two >= 4096"));
   }
+  if (options.window_half_bytes % shm_internal::kPageBytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shm window_half_bytes ", options.window_half_bytes,
+                                                   " must be a multiple of 4096"));
+  }
   std::unique_ptr<ShmTransport> transport(new ShmTransport(bootstrap.rank(), bootstrap.size(), options.spin));
   BRAID_RETURN_IF_ERROR(Annotate(transport->SetUp(bootstrap, deadline, options),
                                  absl::StrCat("rank ", bootstrap.rank(), ": shm transport setup")));
@@ -103,7 +113,7 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   const int me = rank();
   const int n = size();
   ring_bytes_ = options.ring_bytes;
-  const size_t bytes = shm_internal::SegmentBytes(n, ring_bytes_);
+  const size_t bytes = shm_internal::SegmentBytes(n, ring_bytes_, options.window_half_bytes);
   mappings_.resize(static_cast<size_t>(n));
   pids_.assign(static_cast<size_t>(n), 0);
   pidfds_.resize(static_cast<size_t>(n));
@@ -130,6 +140,7 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   Segment* mine = SegmentOf(me);
   mine->magic = shm_internal::kMagic;
   mine->ring_bytes = ring_bytes_;
+  mine->window_half_bytes = options.window_half_bytes;
   mine->size = n;
   mine->pid = getpid();
 
@@ -151,9 +162,10 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
     BRAID_ASSIGN_OR_RETURN(std::byte * base, MapSegment(fd.get(), bytes));
     mappings_[static_cast<size_t>(peer)] = {base, bytes};
     const Segment* segment = SegmentOf(peer);
-    if (segment->magic != shm_internal::kMagic || segment->size != n || segment->ring_bytes != ring_bytes_) {
-      return absl::FailedPreconditionError(absl::StrCat("peer ", peer, "'s segment ", parts[0],
-                                                        " has a different layout (size or ring bytes differ)"));
+    if (segment->magic != shm_internal::kMagic || segment->size != n || segment->ring_bytes != ring_bytes_ ||
+        segment->window_half_bytes != options.window_half_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "peer ", peer, "'s segment ", parts[0], " has a different layout (size, ring or window bytes differ)"));
     }
     pidfds_[static_cast<size_t>(peer)] = UniqueFd(PidfdOpen(pid));
   }
@@ -161,6 +173,16 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("mapped", deadline).status());
   shm_unlink(my_name_.c_str());
   my_name_.clear();
+  if (options.window_half_bytes > 0) {
+    windows_.half_bytes = options.window_half_bytes;
+    windows_.whole_round_bytes = options.window_whole_round_bytes;
+    const size_t offset = shm_internal::WindowOffset(n, ring_bytes_);
+    for (int half = 0; half < 2; ++half) {
+      for (const Mapping& mapping : mappings_) {
+        windows_.halves[half].push_back(mapping.base + offset + static_cast<size_t>(half) * windows_.half_bytes);
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -195,11 +217,15 @@ std::string ShmTransport::PeerName(int peer) const {
 }
 
 void ShmTransport::Ring(int r) {
+  // Only a sleeper needs the doorbell: an awake owner sees the ring change
+  // itself. The fence pairs with WaitReady's: either this load sees
+  // `sleeping`, or the owner's re-check after setting it sees our change.
+  // (A read-modify-write on every transfer cost more than the copy at 8 B.)
   Segment* segment = SegmentOf(r);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (segment->sleeping.load(std::memory_order_relaxed) == 0) return;
   segment->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  if (segment->sleeping.load(std::memory_order_seq_cst) != 0) {
-    Futex(&segment->doorbell, FUTEX_WAKE, 1, nullptr);
-  }
+  Futex(&segment->doorbell, FUTEX_WAKE, 1, nullptr);
 }
 
 absl::Status ShmTransport::PeerState(int peer) const {
@@ -273,8 +299,8 @@ absl::StatusOr<size_t> ShmTransport::CopyOut(int peer, absl::Span<std::byte> dat
   const uint64_t head = channel->head.load(std::memory_order_acquire);
   const size_t available = static_cast<size_t>(head - tail);
   if (available == 0) {
-    absl::Status state = PeerState(peer);
-    if (!state.ok() && SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) return state;
+    // Only a closed stream is an error here; liveness (a syscall) is WaitReady's job.
+    if (SegmentOf(peer)->closed.load(std::memory_order_acquire) != 0) return PeerState(peer);
     return 0;
   }
   const size_t take = std::min(available, data.size());
@@ -297,8 +323,10 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   Segment* mine = SegmentOf(rank());
   const uint32_t seen = mine->doorbell.load(std::memory_order_seq_cst);
   mine->sleeping.store(1, std::memory_order_seq_cst);
-  // Re-check after announcing the sleep: a peer that changed a ring before
-  // reading `sleeping` also bumped the doorbell past `seen`.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Re-check after announcing the sleep: a peer that changed a ring but did
+  // not see `sleeping` is seen here; one that saw it bumps the doorbell past
+  // `seen`, so the futex wait returns at once.
   auto can_move = [&](const Interest& interest) {
     if (interest.read) {
       const Channel* in = ChannelOf(interest.peer, rank());

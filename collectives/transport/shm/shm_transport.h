@@ -9,6 +9,9 @@
 // are bounded (50 ms) to check that the peers are alive (pidfd): a peer that
 // dies fails the operations with it within that time, naming it.
 //
+// Each segment also holds the rank's shared window (two halves, after the
+// rings), which the direct algorithms read across ranks (SharedWindows).
+//
 // Segments are unlinked as soon as every rank has mapped them, so a crash
 // leaves nothing in /dev/shm.
 #ifndef BRAID_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
@@ -32,8 +35,15 @@ namespace braid {
 struct ShmTransportOptions {
   // Bytes in each inbound ring (a power of two).
   size_t ring_bytes = size_t{1} << 20;
-  // How long Wait polls (yielding the core between polls) before sleeping on the futex.
+  // How long Wait polls (yielding the core between polls when ranks outnumber
+  // cores) before sleeping on the futex.
   absl::Duration spin = absl::Microseconds(200);
+  // Bytes in each half of this rank's shared window (SharedWindows; a
+  // multiple of 4096, 0 for none): the direct algorithms' round size.
+  size_t window_half_bytes = size_t{1} << 20;
+  // Rounds up to this many bytes are reduced whole by every rank; larger ones
+  // are split into one slice per rank (SharedWindows::whole_round_bytes).
+  size_t window_whole_round_bytes = size_t{16} << 10;
 };
 
 namespace shm_internal {
@@ -49,6 +59,7 @@ class ShmTransport final : public StreamTransport {
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
+  SharedWindows* shared_windows() override { return windows_.half_bytes > 0 ? &windows_ : nullptr; }
 
  protected:
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
@@ -67,7 +78,8 @@ class ShmTransport final : public StreamTransport {
     size_t bytes = 0;
   };
 
-  ShmTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin) {}
+  // Every rank is on this host: size() ranks share its cores.
+  ShmTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin, size) {}
   absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const ShmTransportOptions& options);
   shm_internal::Segment* SegmentOf(int rank) const;
   // The ring `sender` writes and `receiver` reads (in the receiver's segment).
@@ -78,6 +90,7 @@ class ShmTransport final : public StreamTransport {
   absl::Status PeerState(int peer) const;
 
   size_t ring_bytes_ = 0;
+  SharedWindows windows_;
   std::vector<Mapping> mappings_;  // by rank; mine included
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable

@@ -68,7 +68,7 @@ absl::Status CheckConnector(int fd, const JobSecret& secret, Deadline deadline) 
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap& bootstrap, Deadline deadline,
                                                                    TcpTransportOptions options) {
-  std::unique_ptr<TcpTransport> transport(new TcpTransport(bootstrap.rank(), bootstrap.size(), options.spin));
+  std::unique_ptr<TcpTransport> transport(new TcpTransport(bootstrap.rank(), bootstrap.size(), options));
   BRAID_RETURN_IF_ERROR(Annotate(transport->SetUp(bootstrap, deadline, options),
                                  absl::StrCat("rank ", bootstrap.rank(), ": tcp transport setup")));
   return transport;

@@ -27,8 +27,11 @@ struct TcpTransportOptions {
   // The address other ranks use to reach this one (this host's address on
   // the network the job uses). Listening is on every interface.
   std::string advertise_host = "127.0.0.1";
-  // How long Wait polls (yielding the core between polls) before blocking in epoll.
+  // How long Wait polls before blocking in epoll.
   absl::Duration spin = absl::Microseconds(100);
+  // Ranks sharing this host's cores (LOCAL_WORLD_SIZE); 0 = unknown. Polls
+  // yield the core when they may outnumber the cores (see StreamTransport).
+  int ranks_on_host = 0;
   // When enabled, every connection runs the job-secret handshake after the
   // rank handshake; a stranger is refused and logged (base/auth.h).
   JobSecret secret;
@@ -54,7 +57,8 @@ class TcpTransport final : public StreamTransport {
   std::string PeerName(int peer) const override;
 
  private:
-  TcpTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin) {}
+  TcpTransport(int rank, int size, const TcpTransportOptions& options)
+      : StreamTransport(rank, size, options.spin, options.ranks_on_host) {}
   absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const TcpTransportOptions& options);
 
   UniqueFd epoll_;
