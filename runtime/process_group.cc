@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "collectives/transport/mpi/mpi_runtime.h"
 #include "collectives/transport/mpi/mpi_transport.h"
@@ -33,6 +35,8 @@ BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
                "tcp 100). Longer: lower latency when cores are free; shorter: less CPU taken from busy ranks.");
 
 constexpr char kDoneKey[] = "bootstrap/done";
+// Counts the ranks done with the CUDA communicator's bootstrap keys (CommFor).
+constexpr char kDeviceDoneKey[] = "bootstrap/cuda_done";
 
 std::string HostName() {
   char name[256] = {};
@@ -183,6 +187,8 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     BRAID_ASSIGN_OR_RETURN(link, TcpTransport::Create(bootstrap, deadline, tcp));
   }
   options.communicator.timeout = timeout_;
+  comm_options_ = options.communicator;
+  auto_transport_ = absl::AsciiStrToLower(requested) == "auto";
   BRAID_ASSIGN_OR_RETURN(comm_, Communicator::Create(std::move(link), options.communicator));
   // Everyone has read every bootstrap key: rank 0 may take the store down.
   BRAID_RETURN_IF_ERROR(store_->Add(kDoneKey, 1).status());
@@ -190,16 +196,94 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Communicator*> ProcessGroup::CommFor(Device device) {
+  if (device.is_cpu() || !auto_transport_ || !CudaCompiledIn()) return comm_.get();
+  MutexLock lock(&device_mu_);
+  if (!device_decided_) {
+    BRAID_RETURN_IF_ERROR(Annotate(CreateDeviceComm(device),
+                                   absl::StrCat("rank ", env_.rank, ": setting up the communicator for ",
+                                                ToString(device), " tensors")));
+    device_decided_ = true;
+  }
+  if (!device_comm_) return comm_.get();  // host staging
+  if (device != device_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", env_.rank, ": a ", ToString(device), " tensor, but this rank's NCCL communicator is on ",
+        ToString(device_), " (created by its first CUDA collective): use one GPU per process, as torch's NCCL "
+        "backend does"));
+  }
+  return device_comm_.get();
+}
+
+bool ProcessGroup::has_device_comm() {
+  MutexLock lock(&device_mu_);
+  return device_comm_ != nullptr;
+}
+
+absl::Status ProcessGroup::CreateDeviceComm(Device device) {
+#ifdef BRAID_WITH_CUDA
+  const Deadline deadline = DeadlineIn(timeout_);
+  // Fresh keys: the set-up bootstrap's rounds live at the root of the store.
+  PrefixStore keys("cuda_bootstrap/", store_);
+  StoreBootstrap bootstrap(keys, env_.rank, env_.world_size);
+  device_bootstrapped_ = true;
+  auto done = [this]() { return store_->Add(kDeviceDoneKey, 1).status(); };
+  auto fall_back = [&](const std::string& why) {
+    BRAID_LOG(WARNING) << "CUDA tensors go through host memory over " << comm_->transport_name()
+                       << ", not NCCL: " << why;
+    return done();
+  };
+  // Each rank's GPU, by PCI bus id and host: NCCL refuses two ranks on one
+  // GPU, so that case falls back before NCCL is even asked.
+  absl::StatusOr<std::string> bus_id = CudaDeviceBusId(device.index);
+  const std::string mine =
+      bus_id.ok() ? absl::StrCat("ok ", HostName(), " ", *bus_id) : absl::StrCat("no ", bus_id.status().message());
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> gpus, bootstrap.AllGather(mine, deadline));
+  for (size_t r = 0; r < gpus.size(); ++r) {
+    if (!absl::StartsWith(gpus[r], "ok ")) return fall_back(absl::StrCat("rank ", r, ": ", gpus[r].substr(3)));
+    for (size_t q = 0; q < r; ++q) {
+      if (gpus[q] == gpus[r]) {
+        return fall_back(absl::StrCat("ranks ", q, " and ", r, " share GPU ", gpus[r].substr(3),
+                                      " (NCCL needs one GPU per rank)"));
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<NcclTransport>> nccl = NcclTransport::Create(bootstrap, device.index, deadline);
+  // Every rank learns whether every rank got NCCL: all use it, or none.
+  BRAID_ASSIGN_OR_RETURN(
+      std::vector<std::string> results,
+      bootstrap.AllGather(nccl.ok() ? std::string("ok") : absl::StrCat("no ", nccl.status().message()), deadline));
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (results[r] != "ok") return fall_back(absl::StrCat("NCCL init failed on rank ", r, ": ", results[r].substr(3)));
+  }
+  BRAID_ASSIGN_OR_RETURN(device_comm_, Communicator::Create(*std::move(nccl), comm_options_));
+  device_ = device;
+  BRAID_LOG(INFO) << "CUDA tensors go to NCCL on " << ToString(device);
+  return done();
+#else
+  return absl::OkStatus();  // unreachable: CommFor hands out comm_ without CUDA
+#endif
+}
+
 ProcessGroup::~ProcessGroup() {
   // Only a group that came up has ranks that may still read the store.
   const bool came_up = comm_ != nullptr;
+  bool device_bootstrapped = false;
+  {
+    MutexLock lock(&device_mu_);
+    device_comm_.reset();
+    device_bootstrapped = device_bootstrapped_;
+  }
   comm_.reset();
   if (server_ && store_ && came_up) {
     const Deadline deadline = DeadlineIn(absl::Seconds(10));
-    while (!Expired(deadline)) {
-      absl::StatusOr<std::string> done = store_->Get(kDoneKey, deadline);
-      if (!done.ok() || *done == std::to_string(env_.world_size)) break;
-      absl::SleepFor(absl::Milliseconds(5));
+    for (const char* key : {kDoneKey, kDeviceDoneKey}) {
+      if (key == kDeviceDoneKey && !device_bootstrapped) break;
+      while (!Expired(deadline)) {
+        absl::StatusOr<std::string> done = store_->Get(key, deadline);
+        if (!done.ok() || *done == std::to_string(env_.world_size)) break;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
     }
   }
   store_.reset();

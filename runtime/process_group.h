@@ -12,14 +12,30 @@
 // store), and wraps it in a Communicator. It is collective: every rank calls it; it blocks until the
 // group is up or the timeout (BRAID_TIMEOUT_SEC) passes, naming the ranks
 // that never arrived.
+//
+// Tensors on two devices, as torch's ProcessGroup dispatches per tensor
+// device (cpu -> gloo, cuda -> nccl): CommFor(tensor.device()) gives the
+// communicator for a tensor. comm() is the one Create set up (mpi, shm or
+// tcp; or nccl when BRAID_TRANSPORT=nccl) and takes CPU tensors. With the
+// transport left to auto in a --config=cuda build, the first CommFor of a
+// CUDA device creates, collectively, an NCCL communicator on that GPU (over
+// the same store, bounded by the timeout) and CUDA tensors go to it from then
+// on; when NCCL cannot be had there (two ranks share a GPU, which NCCL
+// refuses; a rank has no such GPU; NCCL's init fails on any rank), every rank
+// logs one line and CUDA tensors go to comm(), which stages them through
+// pinned host memory (communicator.h). With BRAID_TRANSPORT set to mpi, shm
+// or tcp, CUDA tensors always take that transport, staged; in a build without
+// --config=cuda, comm() refuses CUDA tensors with a message saying so.
 #ifndef BRAID_RUNTIME_PROCESS_GROUP_H_
 #define BRAID_RUNTIME_PROCESS_GROUP_H_
 
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "collectives/bootstrap.h"
@@ -27,6 +43,7 @@
 #include "runtime/store/store.h"
 #include "runtime/store/tcp_store.h"
 #include "runtime/worker_env.h"
+#include "tensor/device.h"
 
 namespace braid {
 
@@ -49,18 +66,48 @@ class ProcessGroup {
   int size() const { return env_.world_size; }
   const WorkerEnv& env() const { return env_; }
   Communicator& comm() { return *comm_; }
+  // The communicator for tensors on `device` (see the top): comm() for the
+  // CPU; for a CUDA device, the NCCL communicator when there is one, else
+  // comm() (host staging). The first call for a CUDA device with the
+  // transport on auto (--config=cuda) is COLLECTIVE: every rank must make it,
+  // at the same point of its sequence of collectives, as torch creates its
+  // NCCL communicator at the first CUDA collective; it blocks until NCCL is up
+  // or given up on, at most the timeout. kInvalidArgument for a CUDA device
+  // other than the one the NCCL communicator was created on (one GPU per
+  // process, as torch's NCCL backend). Thread-safe.
+  absl::StatusOr<Communicator*> CommFor(Device device);
+  // Whether CUDA tensors go to an NCCL communicator (false before the first
+  // CommFor of a CUDA device, and after a fallback to host staging).
+  bool has_device_comm();
   // This job's namespace in the store, for the caller's own keys.
   Store& store() { return *store_; }
 
  private:
   ProcessGroup() = default;
   absl::Status SetUp(ProcessGroupOptions options);
+  // Creates device_comm_ on `device`, or leaves it null (a fallback, logged)
+  // when NCCL cannot be had; an error only when the ranks cannot agree (one
+  // never arrives before the deadline).
+  absl::Status CreateDeviceComm(Device device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_mu_);
 
   WorkerEnv env_;
   absl::Duration timeout_;
   std::unique_ptr<StoreServer> server_;  // rank 0 without a launcher store
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
+  CommunicatorOptions comm_options_;
+  // BRAID_TRANSPORT (or the options) left the choice to auto.
+  bool auto_transport_ = false;
+
+  absl::Mutex device_mu_;
+  // Decided at the first CommFor of a CUDA device: the NCCL communicator on
+  // device_ (null after a fallback to host staging).
+  bool device_decided_ ABSL_GUARDED_BY(device_mu_) = false;
+  Device device_ ABSL_GUARDED_BY(device_mu_);
+  std::unique_ptr<Communicator> device_comm_ ABSL_GUARDED_BY(device_mu_);
+  // This rank took part in the device bootstrap (its store keys): rank 0,
+  // hosting the store, waits for the others to be done with them.
+  bool device_bootstrapped_ ABSL_GUARDED_BY(device_mu_) = false;
 };
 
 // The transport a group uses for `requested` (BRAID_TRANSPORT's value, any
@@ -69,8 +116,9 @@ class ProcessGroup {
 // `bootstrap`), else tcp. Asking for mpi outside mpirun is
 // kFailedPrecondition saying so; nccl (CUDA tensors, on GPU LOCAL_RANK) only
 // when asked for, and kUnimplemented in a build without --config=cuda; auto
-// never picks nccl, since an nccl communicator takes only CUDA tensors. An
-// unknown name is kInvalidArgument.
+// never picks nccl for comm(), since an nccl communicator takes only CUDA
+// tensors (ProcessGroup::CommFor adds one for CUDA tensors). An unknown name
+// is kInvalidArgument.
 absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline);
 
 // ReadWorkerEnv() + ProcessGroup::Create.
