@@ -58,10 +58,24 @@
 // Exit status: 0 all checks passed; 1 a collective failed or a check found
 // wrong values; 2 a bad flag or value (one line on stderr).
 //
+// CUDA tensors (--config=cuda builds only; a plain build refuses these flags
+// with exit status 2): --device cuda puts every buffer on GPU
+// LOCAL_RANK % (GPUs on the host), so several ranks may share one GPU. The
+// calls go where ProcessGroup::CommFor sends that device: with -t auto, NCCL
+// when every rank has its own GPU, else the host transport with the tensors
+// staged through pinned host memory; with -t shm|tcp|mpi always that
+// transport, staged. -t nccl means --device cuda with NCCL required (an error
+// when it cannot be set up) and runs NCCL's own collectives only (-a native
+// or auto): braid's algorithms reduce on the host, so over NCCL they do not
+// exist. The check (-c 1) fills and compares host copies of the buffers,
+// copied to the GPU before the call and back after it; the timed calls touch
+// only device memory. The per-rank reductions of times and #wrong go over the
+// CPU communicator.
+//
 // Flags that differ from nccl-tests: -t is the transport (nccl-tests: thread
 // count), -a the algorithm list (nccl-tests: how times are averaged), -C the
 // collective (nccl-tests: report CPU time). -g is accepted with the value 1
-// only (one CPU device per process).
+// only (one device per process).
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,6 +127,7 @@ struct BraidOptions {
   bool blocking = false;
   int root = 0;
   std::string transport = "auto";
+  bool cuda = false;      // --device cuda (or -t nccl)
   std::string tune_path;  // --tune FILE
 };
 
@@ -154,17 +169,37 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      o->root = static_cast<int>(*n);
                      return absl::OkStatus();
                    }});
-  flags.push_back({'t', "transport", "auto|mpi|shm|tcp",
+  flags.push_back({'t', "transport", "auto|mpi|shm|tcp|nccl",
                    "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
-                   "this host, else tcp)",
+                   "this host, else tcp); nccl: CUDA buffers, NCCL's own collectives (--config=cuda builds)",
                    [o](absl::string_view v) -> absl::Status {
                      const std::string name = absl::AsciiStrToLower(v);
-                     if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp") {
+                     if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp" && name != "nccl") {
                        return absl::InvalidArgumentError(absl::StrCat(
                            "unknown transport \"", v,
-                           "\" (auto, mpi, shm, tcp; nccl-tests' -t thread count is not a braid flag)"));
+                           "\" (auto, mpi, shm, tcp, nccl; nccl-tests' -t thread count is not a braid flag)"));
+                     }
+                     if (name == "nccl" && !CudaCompiledIn()) {
+                       return absl::InvalidArgumentError(
+                           "-t nccl needs a braid_bench built with --config=cuda (this one was built without CUDA)");
                      }
                      o->transport = name;
+                     if (name == "nccl") o->cuda = true;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "device", "cpu|cuda",
+                   "where the buffers live (default cpu); cuda: GPU LOCAL_RANK % GPUs, through NCCL or staged "
+                   "through host memory (--config=cuda builds)",
+                   [o](absl::string_view v) -> absl::Status {
+                     if (v != "cpu" && v != "cuda") {
+                       return absl::InvalidArgumentError(absl::StrCat("unknown device \"", v, "\" (cpu or cuda)"));
+                     }
+                     if (v == "cuda" && !CudaCompiledIn()) {
+                       return absl::InvalidArgumentError(
+                           "--device cuda needs a braid_bench built with --config=cuda (this one was built without "
+                           "CUDA)");
+                     }
+                     o->cuda = v == "cuda";
                      return absl::OkStatus();
                    }});
   flags.push_back({'g', "ngpus", "1", "accepted for nccl-tests command lines: one device per process, so only 1",
@@ -185,6 +220,16 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
 
 // Cross-flag checks that need no group.
 absl::Status ValidateBraid(BraidOptions& o) {
+  if (o.transport == "nccl") {
+    if (!o.cuda) return absl::InvalidArgumentError("-t nccl runs on CUDA buffers: drop --device cpu");
+    for (Algorithm a : o.algorithms) {
+      if (a != Algorithm::kAuto && a != Algorithm::kNative) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "-t nccl runs NCCL's own collectives only (-a native or auto), not ", AlgorithmName(a),
+            ": braid's algorithms reduce on the host (use --device cuda -t shm|tcp for them on CUDA buffers)"));
+      }
+    }
+  }
   if (!o.tune_path.empty()) {
     if (o.collective != Collective::kAllReduce) {
       return absl::InvalidArgumentError("--tune measures all-reduce only: drop -C or give -C allreduce");
@@ -255,8 +300,10 @@ class Progress {
 
 class Bench {
  public:
-  Bench(ProcessGroup& group, const BraidOptions& options)
-      : group_(group), comm_(group.comm()), options_(options), progress_(group.rank() == 0) {}
+  // `comm` runs the measured collectives (group.CommFor(the buffers' device));
+  // group.comm() reduces the per-rank times and wrong counts (CPU tensors).
+  Bench(ProcessGroup& group, Communicator& comm, Device device, const BraidOptions& options)
+      : group_(group), comm_(comm), device_(device), options_(options), progress_(group.rank() == 0) {}
 
   absl::Status Run();
   int64_t wrong_total() const { return wrong_total_; }
@@ -274,7 +321,8 @@ class Bench {
 
   absl::Status AllocateBuffers(const std::vector<size_t>& counts);
   absl::Status GatherRankLines();
-  absl::StatusOr<Step> MakeStep(size_t count);
+  // The views of `input` and `output` (input_/output_, or their host copies) for one size.
+  absl::StatusOr<Step> MakeStep(size_t count, const Tensor& input, const Tensor& output) const;
   bool HasInPlace() const {
     return options_.collective != Collective::kAllToAll && options_.collective != Collective::kSendRecv;
   }
@@ -282,9 +330,12 @@ class Bench {
   absl::StatusOr<WorkHandle> Issue(const Step& step, bool in_place, Algorithm algorithm);
   absl::Status RunIterations(const Step& step, bool in_place, Algorithm algorithm, int iterations);
   absl::StatusOr<double> TimeColumn(const Step& step, bool in_place, Algorithm algorithm);
-  // Fills this rank's input for a checked call, runs it, and counts the wrong elements here.
-  absl::StatusOr<int64_t> CheckColumn(const Step& step, bool in_place, Algorithm algorithm);
-  absl::Status RunSize(Algorithm algorithm, const Step& step, Row* row);
+  // Fills this rank's input for a checked call, runs it, and counts the wrong
+  // elements here. Filled and compared in `host` (the same views of the host
+  // copies; `step` itself on the CPU), copied to the device before the call
+  // and back after it.
+  absl::StatusOr<int64_t> CheckColumn(const Step& step, const Step& host, bool in_place, Algorithm algorithm);
+  absl::Status RunSize(Algorithm algorithm, const Step& step, const Step& host, Row* row);
   absl::Status WriteTuning(const std::vector<Row>& rows);
   void Print(const std::string& text) const {
     if (group_.rank() != 0) return;
@@ -294,10 +345,14 @@ class Bench {
 
   ProcessGroup& group_;
   Communicator& comm_;
+  const Device device_;  // of input_ and output_
   const BraidOptions& options_;
   Progress progress_;
   Tensor input_;
   Tensor output_;
+  // With CUDA buffers and -c 1: host copies where checks are filled and read.
+  Tensor host_input_;
+  Tensor host_output_;
   Tensor expected_;  // only with -c 1
   Tensor times_;     // 2 x f64: out-of-place, in-place; max over ranks
   Tensor wrongs_;    // 2 x i64: summed over ranks
@@ -316,11 +371,15 @@ absl::Status Bench::AllocateBuffers(const std::vector<size_t>& counts) {
     max_count = std::max({max_count, k.send, k.recv});
   }
   const int64_t n = static_cast<int64_t>(max_count);
-  BRAID_ASSIGN_OR_RETURN(input_, Tensor::Empty({n}, dtype));
-  BRAID_ASSIGN_OR_RETURN(output_, Tensor::Empty({n}, dtype));
-  // First touch now: fresh pages cost ~10 us each, which no timed call should pay.
-  std::memset(input_.data(), 0, input_.nbytes());
-  std::memset(output_.data(), 0, output_.nbytes());
+  // Zeroed: the first touch now, since fresh pages cost ~10 us each, which no timed call should pay.
+  BRAID_ASSIGN_OR_RETURN(input_, Tensor::Zeros({n}, dtype, device_));
+  BRAID_ASSIGN_OR_RETURN(output_, Tensor::Zeros({n}, dtype, device_));
+  host_input_ = input_;
+  host_output_ = output_;
+  if (device_.is_cuda() && options_.common.check) {
+    BRAID_ASSIGN_OR_RETURN(host_input_, Tensor::Zeros({n}, dtype));
+    BRAID_ASSIGN_OR_RETURN(host_output_, Tensor::Zeros({n}, dtype));
+  }
   if (options_.common.check) {
     BRAID_ASSIGN_OR_RETURN(expected_, Tensor::Empty({n}, dtype));
     std::memset(expected_.data(), 0, expected_.nbytes());
@@ -353,17 +412,17 @@ absl::Status Bench::GatherRankLines() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Bench::Step> Bench::MakeStep(size_t count) {
+absl::StatusOr<Bench::Step> Bench::MakeStep(size_t count, const Tensor& input, const Tensor& output) const {
   Step step;
   step.counts = CountsFor(options_.collective, count, comm_.size());
   const CollectiveCounts& k = step.counts;
-  BRAID_ASSIGN_OR_RETURN(step.in, input_.Narrow(0, 0, static_cast<int64_t>(k.send)));
-  BRAID_ASSIGN_OR_RETURN(step.out, output_.Narrow(0, 0, static_cast<int64_t>(k.recv)));
-  BRAID_ASSIGN_OR_RETURN(step.whole, output_.Narrow(0, 0, static_cast<int64_t>(std::max(k.send, k.recv))));
+  BRAID_ASSIGN_OR_RETURN(step.in, input.Narrow(0, 0, static_cast<int64_t>(k.send)));
+  BRAID_ASSIGN_OR_RETURN(step.out, output.Narrow(0, 0, static_cast<int64_t>(k.recv)));
+  BRAID_ASSIGN_OR_RETURN(step.whole, output.Narrow(0, 0, static_cast<int64_t>(std::max(k.send, k.recv))));
   step.mine = step.out;
   if (options_.collective == Collective::kReduceScatter || options_.collective == Collective::kAllGather) {
     const int64_t block = static_cast<int64_t>(k.param);
-    BRAID_ASSIGN_OR_RETURN(step.mine, output_.Narrow(0, comm_.rank() * block, block));
+    BRAID_ASSIGN_OR_RETURN(step.mine, output.Narrow(0, comm_.rank() * block, block));
   }
   return step;
 }
@@ -382,7 +441,10 @@ absl::StatusOr<WorkHandle> Bench::Issue(const Step& step, bool in_place, Algorit
     case Collective::kAllGather:
       return comm_.AllGather(in_place ? step.mine : step.in, step.out, call);
     case Collective::kBroadcast:
-      if (!in_place && comm_.rank() == root) std::memcpy(step.out.data(), step.in.data(), step.out.nbytes());
+      if (!in_place && comm_.rank() == root) {
+        Tensor out = step.out;  // a memcpy on the CPU, cudaMemcpy on a GPU
+        BRAID_RETURN_IF_ERROR(out.CopyFrom(step.in));
+      }
       return comm_.Broadcast(step.out, root, call);
     case Collective::kReduce:
       return comm_.Reduce(in_place ? step.out : step.in, step.out, op, root, call);
@@ -434,7 +496,8 @@ absl::StatusOr<double> Bench::TimeColumn(const Step& step, bool in_place, Algori
   return elapsed.count() / options_.common.iters;
 }
 
-absl::StatusOr<int64_t> Bench::CheckColumn(const Step& step, bool in_place, Algorithm algorithm) {
+absl::StatusOr<int64_t> Bench::CheckColumn(const Step& device_step, const Step& step, bool in_place,
+                                            Algorithm algorithm) {
   const CommonOptions& c = options_.common;
   const DType dtype = c.dtype;
   const int rank = comm_.rank();
@@ -489,30 +552,44 @@ absl::StatusOr<int64_t> Bench::CheckColumn(const Step& step, bool in_place, Algo
       break;
     case Collective::kSendRecv: FillPattern(dtype, (rank + n - 1) % n, expected); break;
   }
-  BRAID_ASSIGN_OR_RETURN(WorkHandle work, Issue(step, in_place, algorithm));
+  if (device_.is_cuda()) {
+    // The inputs, and the sentinel (and in-place inputs) in the output's whole.
+    Tensor in = device_step.in;
+    Tensor whole = device_step.whole;
+    BRAID_RETURN_IF_ERROR(in.CopyFrom(step.in));
+    BRAID_RETURN_IF_ERROR(whole.CopyFrom(step.whole));
+  }
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, Issue(device_step, in_place, algorithm));
   BRAID_RETURN_IF_ERROR(work->Wait());
+  if (device_.is_cuda()) {
+    Tensor whole = step.whole;  // holds every result view (out, mine)
+    BRAID_RETURN_IF_ERROR(whole.CopyFrom(device_step.whole));
+  }
   return compare ? CountMismatches(dtype, expected, result.bytes()) : 0;
 }
 
-absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, Row* row) {
+absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& host, Row* row) {
   const CommonOptions& c = options_.common;
   row->count = step.counts.param;
   row->bytes = std::max(step.counts.send, step.counts.recv) * DTypeSize(c.dtype);
   row->algorithm = AlgorithmName(algorithm);
   if (options_.collective == Collective::kAllReduce) {
-    row->algorithm_used = AlgorithmName(comm_.ChooseAllReduce(row->bytes, algorithm));
+    // nccl runs every collective natively (communicator.h).
+    row->algorithm_used = std::string(comm_.transport_name()) == "nccl"
+                              ? "native"
+                              : AlgorithmName(comm_.ChooseAllReduce(row->bytes, algorithm));
   } else {
     row->algorithm_used = algorithm == Algorithm::kNative ? "native" : FixedAlgorithmName(options_.collective);
   }
   const bool in_place = HasInPlace();
 
   if (c.check) {
-    BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[0], CheckColumn(step, false, algorithm));
+    BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[0], CheckColumn(step, host, false, algorithm));
     wrongs_.data<int64_t>()[1] = 0;
     if (in_place) {
-      BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[1], CheckColumn(step, true, algorithm));
+      BRAID_ASSIGN_OR_RETURN(wrongs_.data<int64_t>()[1], CheckColumn(step, host, true, algorithm));
     }
-    BRAID_ASSIGN_OR_RETURN(WorkHandle sum, comm_.AllReduce(wrongs_, ReduceOp::kSum));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle sum, group_.comm().AllReduce(wrongs_, ReduceOp::kSum));
     BRAID_RETURN_IF_ERROR(sum->Wait());
     row->out_of_place.wrong = wrongs_.data<int64_t>()[0];
     row->in_place.wrong = in_place ? wrongs_.data<int64_t>()[1] : -1;
@@ -523,7 +600,7 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, Row* row) {
   if (in_place) {
     BRAID_ASSIGN_OR_RETURN(times_.data<double>()[1], TimeColumn(step, true, algorithm));
   }
-  BRAID_ASSIGN_OR_RETURN(WorkHandle max, comm_.AllReduce(times_, ReduceOp::kMax));
+  BRAID_ASSIGN_OR_RETURN(WorkHandle max, group_.comm().AllReduce(times_, ReduceOp::kMax));
   BRAID_RETURN_IF_ERROR(max->Wait());
   row->out_of_place.time_us = times_.data<double>()[0];
   row->in_place.time_us = times_.data<double>()[1];
@@ -582,7 +659,8 @@ absl::Status Bench::Run() {
   absl::StrAppend(&header, "#\n# braid_bench: collective ", CollectiveName(collective), ", datatype ",
                   NcclTypeName(c.dtype), ", op ", redop, ", root ", root, ", algorithms ", absl::StrJoin(names, ","),
                   ", blocking ", options_.blocking ? 1 : 0, ", transport ", comm_.transport_name(), " (asked ",
-                  options_.transport, "), world size ", comm_.size(), "\n#\n# Using devices\n");
+                  options_.transport, "), buffers on ", ToString(device_), ", world size ", comm_.size(),
+                  "\n#\n# Using devices\n");
   for (const std::string& line : rank_lines_) absl::StrAppend(&header, line);
   Print(header);
 
@@ -594,13 +672,14 @@ absl::Status Bench::Run() {
     double section_bus = 0;
     int section_n = 0;
     for (size_t count : counts) {
-      BRAID_ASSIGN_OR_RETURN(const Step step, MakeStep(count));
+      BRAID_ASSIGN_OR_RETURN(const Step step, MakeStep(count, input_, output_));
+      BRAID_ASSIGN_OR_RETURN(const Step host, MakeStep(count, host_input_, host_output_));
       const size_t bytes = std::max(step.counts.send, step.counts.recv) * DTypeSize(c.dtype);
       progress_.Show(absl::StrCat(CollectiveName(collective), " ", AlgorithmName(algorithm), " ", bytes, " B"),
                      ++done, total);
       if (step.counts.param == 0) continue;  // below one element per rank
       Row row;
-      BRAID_RETURN_IF_ERROR(Annotate(RunSize(algorithm, step, &row),
+      BRAID_RETURN_IF_ERROR(Annotate(RunSize(algorithm, step, host, &row),
                                      absl::StrCat(CollectiveName(collective), " ", AlgorithmName(algorithm), " of ",
                                                   bytes, " bytes")));
       progress_.Clear();
@@ -673,13 +752,34 @@ int Main(int argc, char** argv) {
   }
 
   ProcessGroupOptions group_options;
-  group_options.transport = options.transport;
+  // -t nccl: NCCL for the CUDA buffers, through CommFor with the host transport on auto (for the times and #wrong).
+  group_options.transport = options.transport == "nccl" ? "auto" : options.transport;
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group = InitFromEnv(group_options);
   if (!group.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram, group.status().ToString().c_str());
     return 1;
   }
-  Bench bench(**group, options);
+  Device device = Device::Cpu();
+  if (options.cuda) {
+    const int gpus = CudaDeviceCount();
+    if (gpus == 0) {
+      std::fprintf(stderr, "%s: rank %d: --device cuda / -t nccl: no usable GPU (cudaGetDeviceCount failed or found none)\n",
+                   kProgram, (*group)->rank());
+      return 1;
+    }
+    device = Device::Cuda((*group)->env().local_rank % gpus);
+  }
+  // Collective for a CUDA device (the NCCL communicator is created here).
+  absl::StatusOr<Communicator*> comm = (*group)->CommFor(device);
+  if (comm.ok() && options.transport == "nccl" && !(*group)->has_device_comm()) {
+    comm = absl::FailedPreconditionError(
+        "-t nccl: NCCL could not be set up (see the log line above; ranks sharing a GPU need --device cuda -t shm)");
+  }
+  if (!comm.ok()) {
+    std::fprintf(stderr, "%s: rank %d: %s\n", kProgram, (*group)->rank(), comm.status().ToString().c_str());
+    return 1;
+  }
+  Bench bench(**group, **comm, device, options);
   const absl::Status status = bench.Run();
   if (!status.ok()) {
     std::fprintf(stderr, "%s: rank %d: %s\n", kProgram, (*group)->rank(), status.ToString().c_str());

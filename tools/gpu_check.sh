@@ -44,6 +44,33 @@ if grep -q "SKIPPED\|not run" "$out/nccl_test.txt"; then
   summary+=("| nccl_test skips | $(grep -c "SKIPPED\|not run" "$out/nccl_test.txt") case(s) skipped, see nccl_test.txt | |")
 fi
 
+# CUDA tensors on the host transports (pinned-memory staging): the
+# conformance suite with 1-3 thread ranks sharing GPU 0, shm and tcp.
+run host_staging_test "$bin/host_staging_test" -s
+# ProcessGroup::CommFor in forked ranks: NCCL when each rank has a GPU, else
+# (two ranks, one GPU) the logged fallback to host staging.
+run process_group_commfor "$bin/process_group_test" "ProcessGroup: CommFor*"
+
+# braid_bench on CUDA buffers: NCCL's own all-reduce at world size 1 (one per
+# GPU when there are more: WORLD_SIZE = GPUs, at most 8), exact check.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+(( gpus < 1 )) && gpus=1
+(( gpus > 8 )) && gpus=8
+run bench_nccl_allreduce "$bin/braidrun" --standalone --nproc-per-node="$gpus" \
+  "$bin/braid_bench" -t nccl -a native -b 8 -e 256M -f 4 -n 20 -w 5 -c 1
+# Two processes sharing one GPU, CUDA buffers staged through host memory over
+# shm: ring and native-less braid algorithms, every collective checked.
+run bench_staged_shm_allreduce env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
+  "$bin/braid_bench" --device cuda -t shm -a ring,tree,rhd,direct -b 8 -e 64M -f 4 -n 5 -w 2 -c 1
+for coll in reducescatter allgather broadcast reduce alltoall sendrecv; do
+  run "bench_staged_shm_$coll" env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
+    "$bin/braid_bench" --device cuda -t shm -C "$coll" -b 8 -e 16M -f 8 -n 3 -w 1 -c 1
+done
+# And with -t auto on one GPU: NCCL refuses two ranks there, so CommFor falls
+# back to staging (the bench says which transport ran).
+run bench_staged_auto env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
+  "$bin/braid_bench" --device cuda -b 8 -e 16M -f 8 -n 3 -w 1 -c 1
+
 cat "$out/machine.txt"
 echo
 echo "| check | result | time |"
@@ -52,3 +79,9 @@ printf '%s\n' "${summary[@]}"
 echo
 echo "## reduce_kernels_cuda_bench"
 cat "$out/reduce_kernels_cuda_bench.txt"
+echo
+echo "## braid_bench -t nccl (all-reduce, native)"
+grep -v "^#  Rank" "$out/bench_nccl_allreduce.txt" | tail -30
+echo
+echo "## braid_bench --device cuda -t shm, 2 ranks on one GPU (staged)"
+grep -E "Algorithm|Out of bounds|Avg bus" "$out/bench_staged_shm_allreduce.txt"

@@ -12,6 +12,10 @@ TARGETS=(
   //tests/tensor:tensor_test
   //bench:reduce_kernels_cuda_bench
   //tests/nccl:nccl_test
+  //tests/collectives:host_staging_test
+  //tests/runtime:process_group_test
+  //bench:braid_bench
+  //launcher:braidrun
 )
 bazel build --config=gpu_bundle "${TARGETS[@]}"
 rm -rf gpu_bundle

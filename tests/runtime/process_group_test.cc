@@ -585,13 +585,12 @@ TEST_CASE("braid_bench: two worker processes, exact check, nccl-tests table", "[
   }
 }
 
-TEST_CASE("braid_bench: bad flags are one line on stderr and exit status 2", "[runtime][bench]") {
-  const std::vector<std::vector<std::string>> cases = {
-      {"--bogus"}, {"-d", "float7"}, {"-e", "12Q"}, {"-C", "gather"}, {"-t", "carrier-pigeon"}, {"-a", "ring,wat"},
-      {"-b", "1M", "-e", "1K"}};
-  int i = 0;
+// Runs braid_bench with each of `cases` (no worker environment): each must be a
+// flag error, one line on stderr naming `needle` (when not empty), exit 2.
+void ExpectFlagErrors(const std::vector<std::vector<std::string>>& cases, const std::string& needle) {
+  static int run = 0;
   for (const std::vector<std::string>& args : cases) {
-    const std::string tag = absl::StrCat("bad_flag_", i++);
+    const std::string tag = absl::StrCat("bad_flag_", run++);
     const pid_t pid = SpawnBench(args, {}, tag);
     REQUIRE(pid > 0);
     const std::vector<ProcessExit> exits = WaitAll({pid}, {tag}, DeadlineIn(absl::Seconds(30)));
@@ -600,6 +599,23 @@ TEST_CASE("braid_bench: bad flags are one line on stderr and exit status 2", "[r
     CHECK(exits[0].out.empty());
     CHECK(std::count(exits[0].err.begin(), exits[0].err.end(), '\n') == 1);
     CHECK(absl::StartsWith(exits[0].err, "braid_bench: "));
+    if (!needle.empty()) CHECK(absl::StrContains(exits[0].err, needle));
+  }
+}
+
+TEST_CASE("braid_bench: bad flags are one line on stderr and exit status 2", "[runtime][bench]") {
+  ExpectFlagErrors({{"--bogus"}, {"-d", "float7"}, {"-e", "12Q"}, {"-C", "gather"}, {"-t", "carrier-pigeon"},
+                    {"-a", "ring,wat"}, {"-b", "1M", "-e", "1K"}, {"--device", "tpu"}},
+                   "");
+}
+
+TEST_CASE("braid_bench: -t nccl and --device cuda need --config=cuda; nccl runs native only", "[runtime][bench]") {
+  if (!CudaCompiledIn()) {
+    ExpectFlagErrors({{"-t", "nccl"}, {"--device", "cuda"}, {"-t", "nccl", "-c", "1", "-a", "native"}},
+                     "--config=cuda");
+  } else {
+    ExpectFlagErrors({{"-t", "nccl", "-a", "ring"}, {"-t", "nccl", "-a", "native,tree"}}, "NCCL's own collectives only");
+    ExpectFlagErrors({{"-t", "nccl", "--device", "cpu"}}, "drop --device cpu");
   }
 }
 
