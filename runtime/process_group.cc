@@ -27,7 +27,8 @@ namespace {
 
 BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
                "Transport: auto (mpi under mpirun, else shm when every rank shares this host, else tcp), mpi, shm, "
-               "tcp, or nccl (CUDA tensors on GPU LOCAL_RANK; --config=cuda builds only; never picked by auto).");
+               "tcp, or nccl (CUDA tensors on GPU LOCAL_RANK; --config=cuda builds only). Under auto, CUDA tensors "
+               "go to NCCL through ProcessGroup::CommFor when every rank has its own GPU, else host-staged.");
 BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
                "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
 BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
