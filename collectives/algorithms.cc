@@ -4,7 +4,6 @@
 #include <cstring>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -319,22 +318,6 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
 // medium messages.
 namespace {
 
-// Every rank sends an empty frame to every other and receives one from each:
-// afterwards each rank knows every peer has done what it did before, and the
-// frame check has compared every rank's collective with its own.
-absl::Status FrameBarrier(Transport& transport, const CollectiveArgs& args, uint32_t tag) {
-  const int n = transport.size();
-  const int me = transport.rank();
-  absl::InlinedVector<OpId, 16> ops;
-  for (int k = 1; k < n; ++k) {  // staggered, so no peer gets everyone's frame at once
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv((me - k + n) % n, Header(args, tag), {}));
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend((me + k) % n, Header(args, tag), {}));
-    ops.push_back(r);
-    ops.push_back(s);
-  }
-  return transport.Wait(ops, args.deadline);
-}
-
 // Direct all-reduce through the shared windows, in rounds of up to one window
 // half of the vector: every rank copies its part into its half; after a
 // barrier, each reduces one slice reading every rank's half in place (writing
@@ -348,19 +331,19 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
   const int n = transport.size();
   const int me = transport.rank();
   const size_t es = DTypeSize(args.dtype);
-  const size_t round_elems = windows.half_bytes / es;
+  const size_t round_elems = windows.half_bytes() / es;
   for (size_t begin = 0, round = 0; begin < args.count; begin += round_elems, ++round) {
     const Range part{begin, std::min(round_elems, args.count - begin)};
-    std::vector<std::byte*>& half = windows.halves[windows.rounds++ % 2];
+    const std::vector<std::byte*>& half = windows.NextRound();
     auto window = [&](int rank, const Range& range) {
       return absl::Span<std::byte>(half[static_cast<size_t>(rank)] + range.begin * es, range.length * es);
     };
     const Range all{0, part.length};
     absl::Span<const std::byte> in = Slice(input, part, es);
     absl::Span<std::byte> out = Slice(output, part, es);
-    if (part.length * es <= windows.whole_round_bytes) {
+    if (part.length * es <= windows.whole_round_bytes()) {
       std::memcpy(window(me, all).data(), in.data(), in.size());
-      BRAID_RETURN_IF_ERROR(FrameBarrier(transport, args, StepTag(0, round)));
+      BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline));
       HostReduce(args.dtype, args.op, out, window(0, all), window(1, all));
       for (int r = 2; r < n; ++r) HostReduce(args.dtype, args.op, out, out, window(r, all));
       if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, out, n);
@@ -371,12 +354,12 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
     for (const Range& other : {Range{0, mine.begin}, Range{mine.end(), part.length - mine.end()}}) {
       std::memcpy(window(me, other).data(), Slice(in, other, es).data(), other.length * es);
     }
-    BRAID_RETURN_IF_ERROR(FrameBarrier(transport, args, StepTag(0, round)));
+    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline));
     absl::Span<std::byte> sum = window(me, mine);
     HostReduce(args.dtype, args.op, sum, Slice(in, mine, es), window((me + 1) % n, mine));
     for (int k = 2; k < n; ++k) HostReduce(args.dtype, args.op, sum, sum, window((me + k) % n, mine));
     if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, sum, n);
-    BRAID_RETURN_IF_ERROR(FrameBarrier(transport, args, StepTag(1, round)));
+    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(1, round)), args.deadline));
     for (int k = 0; k < n; ++k) {
       const Range slice = ChunkRange(part.length, n, (me + k) % n);
       std::memcpy(Slice(out, slice, es).data(), window((me + k) % n, slice).data(), slice.length * es);

@@ -180,6 +180,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     TcpTransportOptions tcp;
     tcp.secret = secret;
     if (spin.has_value()) tcp.spin = *spin;
+    tcp.ranks_on_host = env_.local_world_size;
     if (kTcpAddrKnob.IsSet()) {
       tcp.advertise_host = kTcpAddrKnob.String();
     } else {

@@ -257,11 +257,22 @@ absl::Status Reducer::CheckRanksAgree() {
   for (int r = 0; r < size_; ++r) absl::StrAppend(&counts, r == 0 ? "" : ", ", "rank ", r, ": ", gathered[2 * r]);
   const std::string head = absl::StrCat("rank ", rank_, ": reducer: ranks registered different gradients or options (",
                                         "gradients per rank: ", counts, ")");
+  // Rank 0 may host the store (a job started without braidrun): it returns
+  // only once every rank has read what it needs, or after a bounded wait.
+  auto done_reading = [&] {
+    (void)group_.store().Set(absl::StrCat(prefix, "read", rank_), "");
+    if (rank_ != 0) return;
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat(prefix, "read", r));
+    (void)group_.store().Wait(keys, DeadlineIn(std::min(timeout_, absl::Seconds(10))));
+  };
   if (other == rank_) {
+    done_reading();
     return absl::InvalidArgumentError(absl::StrCat(head, "; this rank matches rank 0, another rank differs"));
   }
   absl::StatusOr<std::string> theirs =
       group_.store().Get(absl::StrCat(prefix, other), DeadlineIn(std::min(timeout_, absl::Seconds(60))));
+  done_reading();
   if (!theirs.ok()) return absl::InvalidArgumentError(absl::StrCat(head, " (details unavailable: ", theirs.status().message(), ")"));
   const std::vector<std::string> a = absl::StrSplit(text, '\n');
   const std::vector<std::string> b = absl::StrSplit(*theirs, '\n');

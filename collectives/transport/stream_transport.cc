@@ -33,6 +33,27 @@ StreamTransport::StreamTransport(int rank, int size, absl::Duration spin, int ra
       yield_while_spinning_(ranks_on_host <= 0 || ranks_on_host > UsableCpus()),
       peers_(static_cast<size_t>(size)) {}
 
+StreamTransport::SpinWait::SpinWait(absl::Duration spin, bool yield)
+    : spin_(spin), yield_(yield), until_(absl::Now() + spin) {}
+
+void StreamTransport::SpinWait::Progressed() {
+  until_ = absl::Now() + spin_;
+  idle_polls_ = 0;
+}
+
+bool StreamTransport::SpinWait::Idle() {
+  if (absl::Now() >= until_) return false;
+  // A peer on another core answers within a few polls; past those, or when
+  // ranks may outnumber cores, give the core away: the peer we wait for may
+  // need it (another job's build, say).
+  if (!yield_ && ++idle_polls_ < kPausePolls) {
+    CpuRelax();
+  } else {
+    sched_yield();
+  }
+  return true;
+}
+
 std::string StreamTransport::PeerName(int peer) const { return absl::StrCat("peer ", peer); }
 
 absl::Status StreamTransport::CheckPeer(int peer) const {
@@ -81,6 +102,7 @@ void StreamTransport::Complete(OpId id, absl::Status status) {
 void StreamTransport::FailPeer(int peer, const absl::Status& status) {
   Peer& state = peers_[static_cast<size_t>(peer)];
   if (state.failure.ok()) state.failure = status;
+  if (!state.sends.empty() && ops_.at(state.sends.front()).done > 0) state.send_cut = true;
   for (OpId id : state.sends) Complete(id, status);
   for (OpId id : state.recvs) Complete(id, status);
   state.sends.clear();
@@ -93,20 +115,24 @@ void StreamTransport::FailAllPending(const absl::Status& status) {
   }
 }
 
+std::pair<absl::Span<const std::byte>, absl::Span<const std::byte>> StreamTransport::Unsent(const Op& op) {
+  absl::Span<const std::byte> header = HeaderBytes(op.header);
+  absl::Span<const std::byte> payload(op.data, op.bytes);
+  if (op.done < kFrameHeaderBytes) {
+    header.remove_prefix(op.done);
+  } else {
+    header = {};
+    payload.remove_prefix(op.done - kFrameHeaderBytes);
+  }
+  return {header, payload};
+}
+
 bool StreamTransport::ProgressSends(int peer, Peer& state) {
   bool moved = false;
   while (!state.sends.empty()) {
     Op& op = ops_.at(state.sends.front());
     const size_t total = kFrameHeaderBytes + op.bytes;
-    absl::Span<const std::byte> header = HeaderBytes(op.header);
-    absl::Span<const std::byte> payload(op.data, op.bytes);
-    // Skip what is already on the wire.
-    if (op.done < kFrameHeaderBytes) {
-      header.remove_prefix(op.done);
-    } else {
-      header = {};
-      payload.remove_prefix(op.done - kFrameHeaderBytes);
-    }
+    const auto [header, payload] = Unsent(op);
     absl::StatusOr<size_t> written = WriteSome(peer, header, payload);
     if (!written.ok()) {
       // A peer that aborted may have said why before its stream broke: take
@@ -253,8 +279,7 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
     }
   }
-  absl::Time spin_until = absl::Now() + spin_;
-  int idle_polls = 0;
+  SpinWait spin = NewSpinWait();
   std::vector<Interest> interests;
   while (true) {
     bool moved = false;
@@ -267,32 +292,21 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
     // Done, or failed?
     if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
     if (moved) {
-      spin_until = absl::Now() + spin_;
-      idle_polls = 0;
+      spin.Progressed();
       continue;
     }
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
+    if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": ", name(),
                                                       ": deadline exceeded waiting for ", DescribePending(ops)));
     }
-    if (now < spin_until) {
-      // A peer on another core answers within a few polls; past those, or
-      // when ranks may outnumber cores, give the core away: the peer we wait
-      // for may need it (another job's build, say).
-      if (!yield_while_spinning_ && ++idle_polls < kPausePolls) {
-        CpuRelax();
-      } else {
-        sched_yield();
-      }
-      continue;
-    }
+    if (spin.Idle()) continue;
     interests.clear();
     for (int peer = 0; peer < size(); ++peer) {
       if (peer == rank()) continue;
       const Peer& state = peers_[static_cast<size_t>(peer)];
       if (!state.failure.ok() || (state.sends.empty() && state.recvs.empty())) continue;
-      interests.push_back({peer, !state.sends.empty(), !state.recvs.empty()});
+      const FrameHeader* expected = state.recvs.empty() ? nullptr : &ops_.at(state.recvs.front()).header;
+      interests.push_back({peer, !state.sends.empty(), !state.recvs.empty(), expected});
     }
     absl::Status ready = WaitReady(interests, deadline);
     if (!ready.ok()) return ready;
@@ -302,29 +316,43 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
 void StreamTransport::Abort(const absl::Status& cause) {
   if (!aborted_.ok()) return;
   aborted_ = cause.ok() ? absl::CancelledError("aborted") : cause;
-  // Tell each peer why, where the stream is at a frame boundary (a frame half
-  // on the wire cannot be interrupted). Best effort, bounded in time.
+  // Tell each peer why, at a frame boundary: a frame half on the wire is
+  // finished first (its payload is still the caller's, valid until this
+  // returns), so the peer reads whole frames, then the notice. Best effort,
+  // bounded in time; a peer that misses it sees the stream end instead.
   const std::string text(aborted_.message().substr(0, kMaxAbortText));
   FrameHeader header;
   header.flags = FrameHeader::kFlagAbort;
   header.bytes = text.size();
+  std::string notice(reinterpret_cast<const char*>(&header), sizeof(header));
+  notice += text;
   const Deadline until = DeadlineIn(absl::Milliseconds(100));
+  // Writes `first` then `second` whole unless the stream breaks or time runs out.
+  auto write_all = [&](int peer, absl::Span<const std::byte> first, absl::Span<const std::byte> second) {
+    while (!(first.empty() && second.empty()) && !Expired(until)) {
+      absl::StatusOr<size_t> n = WriteSome(peer, first, second);
+      if (!n.ok()) return false;
+      if (*n == 0) sched_yield();
+      const size_t from_first = std::min(*n, first.size());
+      first.remove_prefix(from_first);
+      second.remove_prefix(*n - from_first);
+    }
+    return first.empty() && second.empty();
+  };
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;
     Peer& state = peers_[static_cast<size_t>(peer)];
-    if (!state.failure.ok()) continue;
-    if (!state.sends.empty() && ops_.at(state.sends.front()).done > 0) continue;
-    std::string frame(reinterpret_cast<const char*>(&header), sizeof(header));
-    frame += text;
-    size_t sent = 0;
-    while (sent < frame.size() && !Expired(until)) {
-      absl::StatusOr<size_t> n =
-          WriteSome(peer, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(frame.data()) + sent,
-                                              frame.size() - sent),
-                    {});
-      if (!n.ok()) break;
-      sent += *n;
+    // A peer that sent a mismatched or malformed frame still reads: it is the
+    // one that most needs to hear why. A broken stream, or one cut mid-frame,
+    // cannot carry the notice.
+    const bool stream_intact = state.failure.ok() || state.failure.code() == absl::StatusCode::kInvalidArgument ||
+                               state.failure.code() == absl::StatusCode::kDataLoss;
+    if (!stream_intact || state.send_cut) continue;
+    if (!state.sends.empty() && ops_.at(state.sends.front()).done > 0) {
+      const auto [rest_of_header, rest_of_payload] = Unsent(ops_.at(state.sends.front()));
+      if (!write_all(peer, rest_of_header, rest_of_payload)) continue;
     }
+    write_all(peer, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(notice.data()), notice.size()), {});
   }
   FailAllPending(absl::AbortedError(absl::StrCat("rank ", rank(), ": ", name(), " transport aborted: ",
                                                  aborted_.message())));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,9 +33,27 @@ class StreamTransport : public Transport {
   // What WaitReady should wait for on one peer.
   struct Interest {
     int peer;
-    bool write;  // a send is pending
-    bool read;   // a receive is pending
+    bool write;                   // a send is pending
+    bool read;                    // a receive is pending
+    const FrameHeader* expected;  // the frame that receive expects (when read)
   };
+
+  // A wait loop's idle policy (Wait's, and subclasses' own waits): Idle()
+  // pauses or yields and returns true while polling should go on, false once
+  // the spin time has passed without Progressed() (time to block).
+  class SpinWait {
+   public:
+    SpinWait(absl::Duration spin, bool yield);
+    void Progressed();
+    bool Idle();
+
+   private:
+    absl::Duration spin_;
+    bool yield_;
+    absl::Time until_;
+    int idle_polls_ = 0;
+  };
+  SpinWait NewSpinWait() const { return SpinWait(spin_, yield_while_spinning_); }
 
   // spin: how long Wait polls without blocking before it calls WaitReady.
   // ranks_on_host: how many ranks share this host's cores (0: unknown). When
@@ -85,8 +104,11 @@ class StreamTransport : public Transport {
     size_t incoming_header_bytes = 0;
     bool header_checked = false;   // incoming header matched the front receive
     absl::Status failure;          // set once the stream to this peer broke
+    bool send_cut = false;         // a frame to this peer was failed mid-way: nothing can follow it
   };
 
+  // The part of a send's frame (header, payload) not yet on the wire.
+  static std::pair<absl::Span<const std::byte>, absl::Span<const std::byte>> Unsent(const Op& op);
   absl::Status CheckPeer(int peer) const;
   absl::StatusOr<OpId> Post(bool is_send, int peer, FrameHeader header, std::byte* data, size_t bytes);
   // Moves bytes for one peer until it would block; returns whether anything moved.

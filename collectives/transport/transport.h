@@ -46,20 +46,35 @@ namespace braid {
 
 using OpId = uint64_t;
 
-// Memory that every rank of a same-host group maps: each rank owns a window,
-// split in two halves; any rank may read any window. How the direct
-// algorithms skip the per-message copies of a stream. A collective writes its
-// own half, then synchronises with frames (so mismatched collectives still
-// fail on the frame check), then reads the peers'. Round r uses half r % 2,
-// and consecutive rounds are separated by such a synchronisation: a rank
+// Memory that every rank of a same-host group maps, and a barrier over it:
+// how the direct algorithms skip the per-message copies of a stream. Each
+// rank owns a window split in two halves; any rank may read any window. A
+// collective writes its own half, Syncs, then reads the peers'. Round r uses
+// half r % 2, and consecutive rounds are separated by a Sync, so a rank
 // refills a half only after every peer has finished reading it.
-struct SharedWindows {
-  size_t half_bytes = 0;
+class SharedWindows {
+ public:
+  virtual ~SharedWindows() = default;
+
+  size_t half_bytes() const { return half_bytes_; }
   // A round of up to this many bytes is reduced whole by every rank (one
-  // synchronisation); a larger one is split, each rank reducing one slice.
-  size_t whole_round_bytes = 0;
-  std::vector<std::byte*> halves[2];  // [half][rank]
-  uint64_t rounds = 0;                // rounds run so far; every rank counts alike
+  // Sync); a larger one is split, each rank reducing one slice.
+  size_t whole_round_bytes() const { return whole_round_bytes_; }
+  // Starts the next round: its half of every rank's window, by rank.
+  const std::vector<std::byte*>& NextRound() { return halves_[rounds_++ % 2]; }
+
+  // A barrier: returns once every rank has called Sync as often as this one,
+  // each with a `header` equal to this rank's (kInvalidArgument naming both
+  // sides otherwise, as a stream's frame check). A peer that died or aborted,
+  // one that sent this rank a collective's frame instead, or `deadline`,
+  // fails it naming the peer.
+  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline) = 0;
+
+ protected:
+  size_t half_bytes_ = 0;
+  size_t whole_round_bytes_ = 0;
+  std::vector<std::byte*> halves_[2];  // [half][rank]
+  uint64_t rounds_ = 0;                // rounds started; every rank counts alike
 };
 
 class Transport {

@@ -94,60 +94,70 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
 }
 
 TEST_CASE("Collectives: ranks that disagree on the count all get a clear error", "[collectives]") {
+  // Ring everywhere; then direct on rank 0 only (what auto selection may do
+  // when counts differ): over shm the direct one runs through the shared
+  // windows while the others send frames, and each side must still see it.
   for (const NamedTransport& transport_kind : AllTransports()) {
-    INFO(transport_kind.name);
-    auto statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
-      HarnessBootstrap bootstrap(context);
-      BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-      BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
-      const int64_t count = context.rank() == 0 ? 100 : 200;
-      BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({count}, DType::kF32));
-      CallOptions call;
-      call.timeout = absl::Seconds(20);
-      call.algorithm = Algorithm::kRing;
-      BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm->AllReduce(t, ReduceOp::kSum, call));
-      const absl::Time start = absl::Now();
-      absl::Status status = work->Wait();
-      if (absl::Now() - start > absl::Seconds(10)) return absl::InternalError("took too long: " + status.ToString());
-      // Later calls fail fast with the first cause.
-      absl::StatusOr<WorkHandle> later = comm->Barrier();
-      if (later.ok() || later.status().code() != absl::StatusCode::kFailedPrecondition) {
-        return absl::InternalError("a call after the failure did not fail fast");
+    for (bool mixed : {false, true}) {
+      INFO(transport_kind.name << (mixed ? ", rank 0 direct" : ""));
+      auto statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+        HarnessBootstrap bootstrap(context);
+        BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
+        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
+        const int64_t count = context.rank() == 0 ? 100 : 200;
+        BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({count}, DType::kF32));
+        CallOptions call;
+        call.timeout = absl::Seconds(20);
+        call.algorithm = mixed && context.rank() == 0 ? Algorithm::kDirect : Algorithm::kRing;
+        BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm->AllReduce(t, ReduceOp::kSum, call));
+        const absl::Time start = absl::Now();
+        absl::Status status = work->Wait();
+        if (absl::Now() - start > absl::Seconds(10)) return absl::InternalError("took too long: " + status.ToString());
+        // Later calls fail fast with the first cause.
+        absl::StatusOr<WorkHandle> later = comm->Barrier();
+        if (later.ok() || later.status().code() != absl::StatusCode::kFailedPrecondition) {
+          return absl::InternalError("a call after the failure did not fail fast");
+        }
+        return status;
+      });
+      for (int r = 0; r < 3; ++r) {
+        INFO("rank " << r << ": " << statuses[r]);
+        CHECK_FALSE(statuses[r].ok());
+        CHECK(absl::StrContains(statuses[r].message(), "mismatched collective"));
+        CHECK(absl::StrContains(statuses[r].message(), "allreduce seq 1"));
       }
-      return status;
-    });
-    for (int r = 0; r < 3; ++r) {
-      INFO("rank " << r << ": " << statuses[r]);
-      CHECK_FALSE(statuses[r].ok());
-      CHECK(absl::StrContains(statuses[r].message(), "mismatched collective"));
-      CHECK(absl::StrContains(statuses[r].message(), "allreduce seq 1"));
     }
   }
 }
 
 TEST_CASE("Collectives: a rank killed mid-collective fails the others within seconds, naming it", "[collectives]") {
   for (const NamedTransport& transport_kind : AllTransports()) {
-    INFO(transport_kind.name);
-    auto statuses = RunRanks(4, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
-      HarnessBootstrap bootstrap(context);
-      BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-      BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
-      BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({int64_t{4} << 20}, DType::kF32));
-      BRAID_ASSIGN_OR_RETURN(WorkHandle first, comm->AllReduce(t, ReduceOp::kSum));
-      BRAID_RETURN_IF_ERROR(first->Wait(context.deadline()));
-      if (context.rank() == 2) raise(SIGKILL);
-      const absl::Time start = absl::Now();
-      BRAID_ASSIGN_OR_RETURN(WorkHandle second, comm->AllReduce(t, ReduceOp::kSum));
-      absl::Status status = second->Wait(context.deadline());
-      if (absl::Now() - start > absl::Seconds(10)) return absl::InternalError("took too long: " + status.ToString());
-      return status;
-    });
-    CHECK(absl::StrContains(statuses[2].message(), "SIGKILL"));
-    for (int r : {0, 1, 3}) {
-      INFO("rank " << r << ": " << statuses[r]);
-      CHECK_FALSE(statuses[r].ok());
-      // Neighbours of rank 2 see it die; the others hear it from them.
-      CHECK((absl::StrContains(statuses[r].message(), "peer 2") || absl::StrContains(statuses[r].message(), "aborted")));
+    for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kDirect}) {  // direct: shm's windows
+      INFO(transport_kind.name << ", " << AlgorithmName(algorithm));
+      auto statuses = RunRanks(4, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+        HarnessBootstrap bootstrap(context);
+        BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
+        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
+        BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({int64_t{4} << 20}, DType::kF32));
+        CallOptions call;
+        call.algorithm = algorithm;
+        BRAID_ASSIGN_OR_RETURN(WorkHandle first, comm->AllReduce(t, ReduceOp::kSum, call));
+        BRAID_RETURN_IF_ERROR(first->Wait(context.deadline()));
+        if (context.rank() == 2) raise(SIGKILL);
+        const absl::Time start = absl::Now();
+        BRAID_ASSIGN_OR_RETURN(WorkHandle second, comm->AllReduce(t, ReduceOp::kSum, call));
+        absl::Status status = second->Wait(context.deadline());
+        if (absl::Now() - start > absl::Seconds(10)) return absl::InternalError("took too long: " + status.ToString());
+        return status;
+      });
+      CHECK(absl::StrContains(statuses[2].message(), "SIGKILL"));
+      for (int r : {0, 1, 3}) {
+        INFO("rank " << r << ": " << statuses[r]);
+        CHECK_FALSE(statuses[r].ok());
+        // Neighbours of rank 2 see it die; the others hear it from them.
+        CHECK((absl::StrContains(statuses[r].message(), "peer 2") ||
+               absl::StrContains(statuses[r].message(), "aborted")));
+      }
     }
   }
 }

@@ -15,11 +15,13 @@
 #include <cstring>
 #include <random>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "collectives/transport/frame.h"
 
 namespace braid {
 namespace shm_internal {
@@ -38,6 +40,8 @@ struct Segment {
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner is in (or entering) futex_wait
   std::atomic<uint32_t> closed;                        // the owner closed its streams
   char abort_text[1024];                               // why, written before `closed`
+  alignas(kCacheLine) std::atomic<uint64_t> synced;    // Syncs the owner has entered
+  FrameHeader posted[2];                               // Sync s's header in posted[s % 2], before `synced`
 };
 
 struct Channel {
@@ -174,12 +178,12 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   shm_unlink(my_name_.c_str());
   my_name_.clear();
   if (options.window_half_bytes > 0) {
-    windows_.half_bytes = options.window_half_bytes;
-    windows_.whole_round_bytes = options.window_whole_round_bytes;
+    half_bytes_ = options.window_half_bytes;
+    whole_round_bytes_ = options.window_whole_round_bytes;
     const size_t offset = shm_internal::WindowOffset(n, ring_bytes_);
     for (int half = 0; half < 2; ++half) {
       for (const Mapping& mapping : mappings_) {
-        windows_.halves[half].push_back(mapping.base + offset + static_cast<size_t>(half) * windows_.half_bytes);
+        halves_[half].push_back(mapping.base + offset + static_cast<size_t>(half) * half_bytes_);
       }
     }
   }
@@ -319,7 +323,8 @@ absl::StatusOr<size_t> ShmTransport::CopyOut(int peer, absl::Span<std::byte> dat
   return take;
 }
 
-absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadline until) {
+template <typename Ready>
+void ShmTransport::Doze(Deadline until, Ready ready) {
   Segment* mine = SegmentOf(rank());
   const uint32_t seen = mine->doorbell.load(std::memory_order_seq_cst);
   mine->sleeping.store(1, std::memory_order_seq_cst);
@@ -327,6 +332,17 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
   // Re-check after announcing the sleep: a peer that changed a ring but did
   // not see `sleeping` is seen here; one that saw it bumps the doorbell past
   // `seen`, so the futex wait returns at once.
+  if (!ready()) {
+    const absl::Duration left = std::min(until - absl::Now(), kLivenessInterval);
+    if (left > absl::ZeroDuration()) {
+      const timespec timeout = absl::ToTimespec(left);
+      Futex(&mine->doorbell, FUTEX_WAIT, seen, &timeout);
+    }
+  }
+  mine->sleeping.store(0, std::memory_order_relaxed);
+}
+
+absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadline until) {
   auto can_move = [&](const Interest& interest) {
     if (interest.read) {
       const Channel* in = ChannelOf(interest.peer, rank());
@@ -340,16 +356,12 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
     }
     return false;
   };
-  bool ready = false;
-  for (const Interest& interest : interests) ready |= can_move(interest);
-  if (!ready) {
-    const absl::Duration left = std::min(until - absl::Now(), kLivenessInterval);
-    if (left > absl::ZeroDuration()) {
-      const timespec timeout = absl::ToTimespec(left);
-      Futex(&mine->doorbell, FUTEX_WAIT, seen, &timeout);
+  Doze(until, [&] {
+    for (const Interest& interest : interests) {
+      if (can_move(interest)) return true;
     }
-  }
-  mine->sleeping.store(0, std::memory_order_relaxed);
+    return false;
+  });
   // A peer that died cannot ring: look at each one we are stuck on. Bytes it
   // left (an abort notice, say) are read before its state counts.
   for (const Interest& interest : interests) {
@@ -358,8 +370,82 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
     if (!state.ok()) {
       return Annotate(state, absl::StrCat("rank ", rank(), ": shm: waiting for ", PeerName(interest.peer)));
     }
+    if (interest.read && interest.expected != nullptr) {
+      BRAID_RETURN_IF_ERROR(CheckPeerNotSyncing(interest.peer, *interest.expected));
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmTransport::CheckPeerNotSyncing(int peer, const FrameHeader& expected) const {
+  const Segment* segment = SegmentOf(peer);
+  const uint64_t theirs = segment->synced.load(std::memory_order_acquire);
+  if (theirs <= synced_) return absl::OkStatus();
+  // A peer sends its frames before it enters the next Sync: one that arrived
+  // just before that Sync is visible now, and is no mismatch.
+  const Channel* in = ChannelOf(peer, rank());
+  if (in->head.load(std::memory_order_acquire) != in->tail.load(std::memory_order_relaxed)) return absl::OkStatus();
+  return CheckFrame(expected, segment->posted[theirs % 2], rank(), peer);
+}
+
+absl::Status ShmTransport::CheckSyncPeer(int peer, const FrameHeader& header, uint64_t sync) {
+  BRAID_RETURN_IF_ERROR(
+      Annotate(PeerState(peer), absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": waiting for ",
+                                             PeerName(peer))));
+  // Nothing of this rank's reads the streams during a Sync: a frame waiting
+  // there is the peer's next message. A collective's frame means the peer
+  // runs another collective (a point-to-point one may precede the Sync).
+  FrameHeader got;
+  absl::StatusOr<size_t> peeked = PeekSome(peer, absl::MakeSpan(reinterpret_cast<std::byte*>(&got), sizeof(got)));
+  if (!peeked.ok() || *peeked < sizeof(got)) return absl::OkStatus();
+  if (got.kind == CollectiveKind::kSendRecv || (got.flags & FrameHeader::kFlagAbort) != 0) return absl::OkStatus();
+  // The peer may have passed this Sync since we looked and sent its next
+  // collective's first frame: it entered the Sync before sending, so that
+  // shows now.
+  if (SegmentOf(peer)->synced.load(std::memory_order_acquire) >= sync) return absl::OkStatus();
+  return CheckFrame(header, got, rank(), peer);
+}
+
+absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline) {
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": the transport was aborted"));
+  }
+  Segment* mine = SegmentOf(rank());
+  const uint64_t sync = ++synced_;
+  mine->posted[sync % 2] = header;
+  mine->synced.store(sync, std::memory_order_release);
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank()) Ring(peer);
+  }
+  absl::InlinedVector<int, 16> waiting;
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank()) waiting.push_back(peer);
+  }
+  // A peer's header for this Sync stays in posted[sync % 2] until every rank,
+  // this one included, has entered the next Sync.
+  auto arrived = [&](int peer) { return SegmentOf(peer)->synced.load(std::memory_order_acquire) >= sync; };
+  SpinWait spin = NewSpinWait();
+  while (true) {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!arrived(*it)) {
+        ++it;
+        continue;
+      }
+      BRAID_RETURN_IF_ERROR(CheckFrame(header, SegmentOf(*it)->posted[sync % 2], rank(), *it));
+      it = waiting.erase(it);
+      spin.Progressed();
+    }
+    if (waiting.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": shm: deadline exceeded in ",
+                                                      DescribeFrame(header), " waiting for ", PeerName(waiting[0]),
+                                                      waiting.size() > 1 ? " and others" : ""));
+    }
+    if (spin.Idle()) continue;
+    for (int peer : waiting) BRAID_RETURN_IF_ERROR(CheckSyncPeer(peer, header, sync));
+    Doze(deadline, [&] { return arrived(waiting[0]); });
+  }
 }
 
 void ShmTransport::CloseStreams(const absl::Status& reason) {

@@ -51,7 +51,7 @@ struct Segment;
 struct Channel;
 }  // namespace shm_internal
 
-class ShmTransport final : public StreamTransport {
+class ShmTransport final : public StreamTransport, public SharedWindows {
  public:
   // Collective over `bootstrap`; every rank must be on this host.
   static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(Bootstrap& bootstrap, Deadline deadline,
@@ -59,7 +59,10 @@ class ShmTransport final : public StreamTransport {
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
-  SharedWindows* shared_windows() override { return windows_.half_bytes > 0 ? &windows_ : nullptr; }
+  SharedWindows* shared_windows() override { return half_bytes() > 0 ? this : nullptr; }
+  // Each rank publishes its header and a count of Syncs in its segment, then
+  // waits for every peer's count (spin, then the futex doorbell).
+  absl::Status Sync(const FrameHeader& header, Deadline deadline) override;
 
  protected:
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
@@ -88,9 +91,20 @@ class ShmTransport final : public StreamTransport {
   void Ring(int rank);  // bumps rank's doorbell, waking it if it sleeps
   // OK while the peer lives and has not closed.
   absl::Status PeerState(int peer) const;
+  // For Sync number `sync` stuck on `peer`: an error if it died, aborted, or
+  // sent this rank a collective's frame without entering that Sync (so it
+  // runs something else than `header`).
+  absl::Status CheckSyncPeer(int peer, const FrameHeader& header, uint64_t sync);
+  // For a receive stuck on `peer`: an error if the peer entered a Sync this
+  // rank has not (it runs a collective over the windows instead).
+  absl::Status CheckPeerNotSyncing(int peer, const FrameHeader& expected) const;
+  // Sleeps on this rank's doorbell until rung, `until`, or the liveness
+  // interval, unless `ready()` holds once the sleep is announced.
+  template <typename Ready>
+  void Doze(Deadline until, Ready ready);
 
   size_t ring_bytes_ = 0;
-  SharedWindows windows_;
+  uint64_t synced_ = 0;  // Syncs this rank has entered
   std::vector<Mapping> mappings_;  // by rank; mine included
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
