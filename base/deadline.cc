@@ -1,5 +1,7 @@
 #include "base/deadline.h"
 
+#include <time.h>
+
 #include <climits>
 #include <cmath>
 
@@ -12,6 +14,13 @@ BRAID_ENV_KNOB(kTimeoutKnob, "BRAID_TIMEOUT_SEC", "600",
                "Deadline for every collective and rendezvous wait, in seconds.");
 
 }  // namespace
+
+absl::Time CoarseNow() {
+  timespec now;
+  // The coarse clock reads what the kernel stamped at its last tick.
+  if (clock_gettime(CLOCK_REALTIME_COARSE, &now) != 0) return absl::Now();
+  return absl::TimeFromTimespec(now);
+}
 
 int PollTimeoutMs(Deadline deadline) {
   if (deadline == absl::InfiniteFuture()) return -1;

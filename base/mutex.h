@@ -85,6 +85,15 @@ inline void Await(absl::Mutex* mu, const absl::Condition& condition) ABSL_EXCLUS
   TsanAcquire(mu);
 }
 
+// cv->Wait(mu) with `mu` held: releases it while waiting. Unlike Await, a
+// waiter costs the threads that unlock `mu` nothing; they Signal `cv` when
+// what the waiter waits for may have changed.
+inline void Wait(absl::CondVar* cv, absl::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  TsanRelease(mu);
+  cv->Wait(mu);
+  TsanAcquire(mu);
+}
+
 // As Await, giving up at `deadline`; true when the condition held.
 inline bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& condition, absl::Time deadline)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -124,6 +124,7 @@ Communicator::~Communicator() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
+    progress_wakeup_.Signal();
   }
   progress_.join();
 }
@@ -135,6 +136,7 @@ void Communicator::Abort(const absl::Status& cause) {
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = cause.ok() ? absl::CancelledError("communicator aborted") : cause;
+    failed_.store(true);
     failure = failure_;
     dropped.swap(queue_);
     // The transport is not thread-safe: abort it here only when no collective
@@ -153,6 +155,7 @@ void Communicator::Abort(const absl::Status& cause) {
     transport_->Abort(failure);  // tells the peers
     MutexLock lock(&mu_);
     busy_ = false;
+    progress_wakeup_.Signal();
   }
 }
 
@@ -220,20 +223,21 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.op = op;
     args.root = root;
     args.count = count;
-    args.deadline = DeadlineIn(call.timeout.value_or(timeout_));
+    args.deadline = CoarseNow() + call.timeout.value_or(timeout_);
     args.segment_bytes = options_.segment_bytes;
     task = Task{WorkHandle(new Work(args.seq)), args, std::move(in), std::move(out), std::move(run), bytes, algorithm,
-                absl::Now()};
+                timeline_ ? absl::Now() : absl::Time()};
     flight_.Queued(args, bytes);
     if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
-      queue_.push_back(task);
-      return task.work;
+      WorkHandle work = task.work;
+      queue_.push_back(std::move(task));
+      progress_wakeup_.Signal();
+      return work;
     }
     busy_ = true;
   }
   RunTask(task);
-  MutexLock lock(&mu_);
-  busy_ = false;
+  ReleaseTransport();
   return task.work;
 }
 
@@ -347,7 +351,7 @@ void Communicator::RunTask(Task& task) {
   // This collective's error, or an Abort() that came while it ran: the peers
   // are told now that the transport is free.
   absl::Status abort_transport;
-  {
+  if (failed_.load()) {
     MutexLock lock(&mu_);
     if (!failure_.ok() && !transport_aborted_) {
       transport_aborted_ = true;
@@ -363,8 +367,7 @@ void Communicator::ProgressLoop() {
     Task task;
     {
       MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return (!queue_.empty() || stopping_) && !busy_; };
-      Await(&mu_, absl::Condition(&ready));
+      while ((queue_.empty() && !stopping_) || busy_) Wait(&progress_wakeup_, &mu_);
       if (queue_.empty()) break;  // stopping, and nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -376,9 +379,26 @@ void Communicator::ProgressLoop() {
       busy_ = true;
     }
     RunTask(task);
-    MutexLock lock(&mu_);
-    busy_ = false;
+    ReleaseTransport();
   }
+}
+
+void Communicator::ReleaseTransport() {
+  absl::Status abort_transport;
+  {
+    MutexLock lock(&mu_);
+    if (failure_.ok() || transport_aborted_) {
+      busy_ = false;
+      if (!queue_.empty()) progress_wakeup_.Signal();
+      return;
+    }
+    transport_aborted_ = true;
+    abort_transport = failure_;
+  }
+  transport_->Abort(abort_transport);
+  MutexLock lock(&mu_);
+  busy_ = false;
+  if (!queue_.empty()) progress_wakeup_.Signal();
 }
 
 absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Tensor& output, ReduceOp op,

@@ -35,6 +35,7 @@
 #ifndef BRAID_COLLECTIVES_COMMUNICATOR_H_
 #define BRAID_COLLECTIVES_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -188,6 +189,9 @@ class Communicator {
   absl::StatusOr<bool> UseNative(const CallOptions& call, CollectiveKind kind) const;
   // Runs `task` with its CUDA tensors copied to and from staging_ (see the top).
   absl::Status RunStaged(const Task& task);
+  // The thread that ran a task is done with the transport: clears busy_,
+  // after telling the peers of an Abort that came too late for RunTask.
+  void ReleaseTransport();
   // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
   void RunTask(Task& task);
   void ProgressLoop();
@@ -221,6 +225,13 @@ class Communicator {
   // inline) is using the transport.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
+  // Signalled when the progress thread may have work: a task queued, busy_
+  // cleared, or stopping_ set. (A condition variable, not an Await: every
+  // unlock of mu_ would evaluate the waiter's condition.)
+  absl::CondVar progress_wakeup_;
+  // Set (with failure_) by an Abort: the thread that finishes the running
+  // task must look at failure_. Lets a task end without taking mu_ otherwise.
+  std::atomic<bool> failed_{false};
   FlightRecorder flight_;
   const std::unique_ptr<Timeline> timeline_;  // null unless BRAID_TIMELINE is set
   std::thread progress_;

@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/deadline.h"
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
@@ -165,7 +166,7 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes) {
   e.root = args.root;
   e.count = args.count;
   e.bytes = bytes;
-  e.queued = absl::Now();
+  e.queued = CoarseNow();
   next_ = (next_ + 1) % ring_.size();
   filled_ = std::min(filled_ + 1, ring_.size());
 }
@@ -183,7 +184,7 @@ void FlightRecorder::Running(uint64_t seq) {
   MutexLock lock(&mu_);
   if (Entry* e = Find(seq)) {
     e->state = State::kRunning;
-    e->started = absl::Now();
+    e->started = CoarseNow();
   }
 }
 
@@ -191,7 +192,7 @@ void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
   MutexLock lock(&mu_);
   if (Entry* e = Find(seq)) {
     e->state = status.ok() ? State::kCompleted : State::kFailed;
-    e->ended = absl::Now();
+    e->ended = CoarseNow();
     if (!status.ok()) e->error = status.ToString();
   }
 }

@@ -33,20 +33,29 @@ StreamTransport::StreamTransport(int rank, int size, absl::Duration spin, int ra
       yield_while_spinning_(ranks_on_host <= 0 || ranks_on_host > UsableCpus()),
       peers_(static_cast<size_t>(size)) {}
 
-StreamTransport::SpinWait::SpinWait(absl::Duration spin, bool yield)
-    : spin_(spin), yield_(yield), until_(absl::Now() + spin) {}
+StreamTransport::SpinWait::SpinWait(absl::Duration spin, bool yield) : spin_(spin), yield_(yield) {}
 
 void StreamTransport::SpinWait::Progressed() {
-  until_ = absl::Now() + spin_;
   idle_polls_ = 0;
+  timed_ = false;
 }
 
 bool StreamTransport::SpinWait::Idle() {
-  if (absl::Now() >= until_) return false;
+  ++idle_polls_;
+  // The clock costs more than a poll: read it every 16th (the spin starts there).
+  if (idle_polls_ % 16 == 0) {
+    const absl::Time now = absl::Now();
+    if (!timed_) {
+      until_ = now + spin_;
+      timed_ = true;
+    } else if (now >= until_) {
+      return false;
+    }
+  }
   // A peer on another core answers within a few polls; past those, or when
   // ranks may outnumber cores, give the core away: the peer we wait for may
   // need it (another job's build, say).
-  if (!yield_ && ++idle_polls_ < kPausePolls) {
+  if (!yield_ && idle_polls_ < kPausePolls) {
     CpuRelax();
   } else {
     sched_yield();
@@ -295,11 +304,11 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
       spin.Progressed();
       continue;
     }
+    if (spin.Idle()) continue;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": ", name(),
                                                       ": deadline exceeded waiting for ", DescribePending(ops)));
     }
-    if (spin.Idle()) continue;
     interests.clear();
     for (int peer = 0; peer < size(); ++peer) {
       if (peer == rank()) continue;

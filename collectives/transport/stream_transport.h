@@ -40,7 +40,8 @@ class StreamTransport : public Transport {
 
   // A wait loop's idle policy (Wait's, and subclasses' own waits): Idle()
   // pauses or yields and returns true while polling should go on, false once
-  // the spin time has passed without Progressed() (time to block).
+  // the spin time has passed without Progressed() (time to block, and to
+  // look at the deadline: spinning never outlasts it by more than the spin).
   class SpinWait {
    public:
     SpinWait(absl::Duration spin, bool yield);
@@ -51,6 +52,7 @@ class StreamTransport : public Transport {
     absl::Duration spin_;
     bool yield_;
     absl::Time until_;
+    bool timed_ = false;  // until_ is set
     int idle_polls_ = 0;
   };
   SpinWait NewSpinWait() const { return SpinWait(spin_, yield_while_spinning_); }

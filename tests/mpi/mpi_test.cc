@@ -134,7 +134,7 @@ TEST_CASE("MPI: braid_bench -a ring,tree,native under mpirun: 0 wrong values at 
                                     absl::StrCat("bench_", n));
     INFO(n << " ranks: " << Dump(exit));
     CHECK(exit.code == 0);
-    CHECK(absl::StrContains(exit.out, absl::StrCat("transport mpi (asked auto), world size ", n)));
+    CHECK(absl::StrContains(exit.out, absl::StrCat("transport mpi (asked auto), buffers on cpu, world size ", n)));
     for (const char* section : {"# Algorithm: ring", "# Algorithm: tree", "# Algorithm: native"}) {
       CHECK(absl::StrContains(exit.out, section));
     }

@@ -437,12 +437,12 @@ absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline) {
       spin.Progressed();
     }
     if (waiting.empty()) return absl::OkStatus();
+    if (spin.Idle()) continue;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": shm: deadline exceeded in ",
                                                       DescribeFrame(header), " waiting for ", PeerName(waiting[0]),
                                                       waiting.size() > 1 ? " and others" : ""));
     }
-    if (spin.Idle()) continue;
     for (int peer : waiting) BRAID_RETURN_IF_ERROR(CheckSyncPeer(peer, header, sync));
     Doze(deadline, [&] { return arrived(waiting[0]); });
   }
