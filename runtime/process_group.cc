@@ -32,8 +32,12 @@ BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
 BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
                "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
 BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
-               "How long a wait polls (yielding the core) before it sleeps, in microseconds (default: shm 200, "
-               "tcp 100). Longer: lower latency when cores are free; shorter: less CPU taken from busy ranks.");
+               "How long a wait polls before it sleeps, in microseconds (default: shm 200, tcp 100). Polls pause "
+               "briefly, then yield the core (at once when ranks outnumber cores). Longer: lower latency when "
+               "cores are free; shorter: less CPU taken from busy ranks.");
+BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",
+               "shm: KiB in each half of a rank's shared window, the direct all-reduce's round size (a multiple "
+               "of 4; default 1024; 0 turns the windows off, and direct sends messages instead).");
 
 constexpr char kDoneKey[] = "bootstrap/done";
 // Counts the ranks done with the CUDA communicator's bootstrap keys (CommFor).
@@ -175,6 +179,10 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   } else if (transport == "shm") {
     ShmTransportOptions shm;
     if (spin.has_value()) shm.spin = *spin;
+    if (kShmWindowKnob.IsSet() && !kShmWindowKnob.String().empty()) {
+      BRAID_ASSIGN_OR_RETURN(int64_t kib, kShmWindowKnob.Int());
+      shm.window_half_bytes = static_cast<size_t>(std::max<int64_t>(0, kib)) << 10;
+    }
     BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline, shm));
   } else {
     TcpTransportOptions tcp;

@@ -20,6 +20,8 @@ struct KernelTable {
   void (*reduce)(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count);
   // data[i] /= divisor.
   void (*divide)(DType dtype, void* data, size_t count, int64_t divisor);
+  // memcpy with non-temporal stores where the ISA has them (see HostStreamCopy).
+  void (*stream_copy)(void* dst, const void* src, size_t bytes);
 };
 
 const KernelTable& GenericKernels();

@@ -91,6 +91,11 @@ void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<
   Kernels().reduce(dtype, op, dst.data(), a.data(), b.data(), dst.size() / item);
 }
 
+void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src) {
+  BRAID_CHECK(dst.size() == src.size()) << "HostStreamCopy of " << src.size() << " bytes into " << dst.size();
+  if (!dst.empty()) Kernels().stream_copy(dst.data(), src.data(), dst.size());
+}
+
 void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor) {
   const size_t item = DTypeSize(dtype);
   BRAID_CHECK(data.size() % item == 0 && divisor >= 1) << "HostDivide by " << divisor;

@@ -51,6 +51,11 @@ absl::Status DivideBy(const Tensor& dst, int64_t divisor);
 void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<const std::byte> a,
                 absl::Span<const std::byte> b);
 void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor);
+// memcpy(dst, src) that writes around the caches (non-temporal stores, AVX2
+// and up): for large outputs nobody reads soon, where it saves reading each
+// destination line first. Slower than memcpy when dst is already cached.
+// Sizes must be equal; no overlap.
+void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src);
 
 // The ISA the host kernels run on: "avx512", "avx2" or "generic".
 const char* HostKernelIsa();

@@ -187,6 +187,26 @@ TEST_CASE("Host divide kernels match the scalar reference for every ISA and dtyp
   }
 }
 
+TEST_CASE("Host stream copies equal memcpy for every ISA, size and alignment, touching nothing else",
+          "[tensor][reduce]") {
+  std::mt19937_64 rng(7);
+  for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{31}, size_t{128}, size_t{1000}, size_t{65536 + 77}}) {
+      for (size_t dst_offset : {0, 1, 17, 32}) {
+        for (size_t src_offset : {0, 3}) {
+          std::vector<uint8_t> src(bytes + 64), dst(bytes + 128, 0xAB);
+          for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+          table->stream_copy(dst.data() + dst_offset, src.data() + src_offset, bytes);
+          INFO(table->isa << ": " << bytes << " bytes, dst +" << dst_offset << ", src +" << src_offset);
+          REQUIRE(std::memcmp(dst.data() + dst_offset, src.data() + src_offset, bytes) == 0);
+          for (size_t i = 0; i < dst_offset; ++i) REQUIRE(dst[i] == 0xAB);
+          for (size_t i = dst_offset + bytes; i < dst.size(); ++i) REQUIRE(dst[i] == 0xAB);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("ReduceInto and DivideBy on tensors", "[tensor][reduce]") {
   auto a = Tensor::Empty({5}, DType::kI32);
   auto b = Tensor::Empty({5}, DType::kI32);
