@@ -183,6 +183,8 @@ Algorithm Communicator::ChooseAllReduce(size_t bytes, Algorithm requested) const
   for (const auto& [max_bytes, algorithm] : tuned_) {
     if (max_bytes == 0 || bytes <= max_bytes) return algorithm;
   }
+  // Ranks that share memory: direct through the windows won every size here.
+  if (transport_->shared_windows() != nullptr) return Algorithm::kDirect;
   return bytes <= kSmallAllReduceBytes ? Algorithm::kRhd : Algorithm::kRing;
 }
 

@@ -145,7 +145,8 @@ class Communicator {
   // The algorithm `call` would use for an all-reduce of `bytes` (for tests and
   // benchmarks): the call's, the communicator's or BRAID_ALGO's choice; else
   // the measured table (allreduce_tuning.inc, from braid_bench --tune) for
-  // this transport and world size; else rhd up to 64 KiB and ring above.
+  // this transport and world size; else direct over shared windows (shm),
+  // otherwise rhd up to 64 KiB and ring above.
   Algorithm ChooseAllReduce(size_t bytes, Algorithm requested) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }
