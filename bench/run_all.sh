@@ -24,7 +24,7 @@
 #   bench/run_all.sh                      # the full run (about 13 minutes on 2 cores)
 #   WORLD_SIZES=2 MAXBYTES=1M OTHER_MAXBYTES=1M SKIP_REDUCER=1 SKIP_LAUNCHER=1 UPDATE_RESULTS=0 bench/run_all.sh
 #
-# Knobs (environment): WORLD_SIZES, MAXBYTES (64M), ITERS (20), WARMUP (5),
+# Knobs (environment): WORLD_SIZES, MAXBYTES (64M), ITERS (20), WARMUP (5), LAT_ITERS (5000),
 # STEP (2; sizes are multiplied by it), OTHER_MAXBYTES (16M), OTHER_ITERS (10),
 # REDUCER_REPS (3), LAUNCHER_REPS (3), BRAID_TIMEOUT_SEC (120).
 set -euo pipefail
@@ -38,6 +38,8 @@ WARMUP=${WARMUP:-5}
 STEP=${STEP:-2}
 export BRAID_TIMEOUT_SEC=${BRAID_TIMEOUT_SEC:-120}
 SWEEP=(-b 8 -e "$MAXBYTES" -f "$STEP" -n "$ITERS" -w "$WARMUP" -c 1 -d float -o sum)
+export LAT_ITERS=${LAT_ITERS:-5000}
+LATENCY=(-b 8 -e 8 -n "$LAT_ITERS" -w 200 -c 1 -d float -o sum)
 ALGOS=ring,tree,rhd,direct,auto
 OTHER_MAXBYTES=${OTHER_MAXBYTES:-16M}
 OTHER_ITERS=${OTHER_ITERS:-10}
@@ -84,21 +86,35 @@ for n in $WORLD_SIZES; do
     fi
   done
 
+  # 8-byte latency on its own, LAT_ITERS iterations: the sweep's 8-byte row
+  # is ITERS calls of a microsecond or two, where one hiccup moves it 5x.
+  for transport in shm tcp; do
+    name=braid_lat_${transport}_n$n
+    log "$name: braid_bench -t $transport -a $ALGOS ${LATENCY[*]}"
+    if ! run_braid_workers "$n" "$OUT/$name.txt" \
+        "$BIN/braid_bench" -t "$transport" -a "$ALGOS" "${LATENCY[@]}" --json "$OUT/$name.json"; then
+      log "$name FAILED (see $OUT/$name.log)"
+      status=1
+    fi
+  done
+
   mpi_variants=(vader vader_nofree tcp)
   for variant in "${mpi_variants[@]}"; do
-    name=mpi_${variant}_n$n
     case $variant in
       vader) extra=() ;;
       vader_nofree) extra=(-x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=68719476736) ;;
       tcp) extra=(--mca btl tcp,self) ;;
     esac
-    log "$name: mpirun --oversubscribe -np $n ${extra[*]} mpi_allreduce_bench ${SWEEP[*]}"
-    if ! mpirun --oversubscribe -np "$n" "${extra[@]}" \
-        "$BIN/mpi_allreduce_bench" "${SWEEP[@]}" --json "$OUT/$name.json" \
-        > "$OUT/$name.txt" 2> "$OUT/$name.log"; then
-      log "$name FAILED (see $OUT/$name.log)"
-      status=1
-    fi
+    for kind in sweep lat; do
+      if [[ $kind == sweep ]]; then name=mpi_${variant}_n$n; args=("${SWEEP[@]}"); else name=mpi_lat_${variant}_n$n; args=("${LATENCY[@]}"); fi
+      log "$name: mpirun --oversubscribe -np $n ${extra[*]} mpi_allreduce_bench ${args[*]}"
+      if ! mpirun --oversubscribe -np "$n" "${extra[@]}" \
+          "$BIN/mpi_allreduce_bench" "${args[@]}" --json "$OUT/$name.json" \
+          > "$OUT/$name.txt" 2> "$OUT/$name.log"; then
+        log "$name FAILED (see $OUT/$name.log)"
+        status=1
+      fi
+    done
   done
 
   for coll in $OTHERS; do
@@ -217,9 +233,15 @@ for n in world_sizes:
         cells.append(fmt(ratio(best(tcp), busbw("MPI tcp", size))))
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
-    latency[n] = {c: (columns[c].get(8) or {}).get("time_us") for c in columns}
+    # The dedicated 8-byte runs (LAT_ITERS iterations), else the sweep's row.
+    lat = {}
+    for transport, algorithm in BRAID:
+        lat[f"{transport} {algorithm}"] = rows_by(load(f"braid_lat_{transport}_n{n}"), algorithm)
+    for key, label in MPI:
+        lat[label] = rows_by(load(f"mpi_lat_{key}_n{n}"))
+    latency[n] = {c: ((lat.get(c) or {}).get(8) or columns[c].get(8) or {}).get("time_us") for c in columns}
 
-print("#### All-reduce 8-byte latency (us, out-of-place time, max over ranks)\n")
+print(f"#### All-reduce 8-byte latency (us, out-of-place time, max over ranks, {os.environ.get('LAT_ITERS', '5000')} iterations)\n")
 names = list(next(iter(latency.values())).keys()) if latency else []
 print("| ranks | " + " | ".join(names) + " |")
 print("|---:|" + "---:|" * len(names))
