@@ -2,6 +2,8 @@
 #ifndef BRAID_BASE_CPU_H_
 #define BRAID_BASE_CPU_H_
 
+#include <atomic>
+
 namespace braid {
 
 // Cores this process may run on (its affinity mask), at least 1.
@@ -13,6 +15,19 @@ inline void CpuRelax() {
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
+#endif
+}
+
+// A full memory barrier: stores before it are visible before loads after it
+// (what a Dekker-style "set my flag, then look at yours" needs). GCC's TSan
+// rejects atomic_thread_fence; there, a locked read-modify-write, which is a
+// full barrier on x86 too, stands in.
+inline void FullFence() {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic<int> barrier{0};
+  barrier.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
 }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/cpu.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "collectives/transport/frame.h"
@@ -226,7 +227,7 @@ void ShmTransport::Ring(int r) {
   // `sleeping`, or the owner's re-check after setting it sees our change.
   // (A read-modify-write on every transfer cost more than the copy at 8 B.)
   Segment* segment = SegmentOf(r);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  FullFence();
   if (segment->sleeping.load(std::memory_order_relaxed) == 0) return;
   segment->doorbell.fetch_add(1, std::memory_order_seq_cst);
   Futex(&segment->doorbell, FUTEX_WAKE, 1, nullptr);
@@ -328,7 +329,7 @@ void ShmTransport::Doze(Deadline until, Ready ready) {
   Segment* mine = SegmentOf(rank());
   const uint32_t seen = mine->doorbell.load(std::memory_order_seq_cst);
   mine->sleeping.store(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  FullFence();
   // Re-check after announcing the sleep: a peer that changed a ring but did
   // not see `sleeping` is seen here; one that saw it bumps the doorbell past
   // `seen`, so the futex wait returns at once.
