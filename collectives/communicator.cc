@@ -56,6 +56,13 @@ void Work::Finish(absl::Status status) {
   done_ = true;
 }
 
+std::shared_ptr<Work> Work::Make(uint64_t seq) {
+  struct Constructible : Work {
+    explicit Constructible(uint64_t seq) : Work(seq) {}
+  };
+  return std::make_shared<Constructible>(seq);
+}
+
 absl::Status Work::Wait(Deadline deadline) {
   MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; };
@@ -227,10 +234,12 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.count = count;
     args.deadline = CoarseNow() + call.timeout.value_or(timeout_);
     args.segment_bytes = options_.segment_bytes;
-    task = Task{WorkHandle(new Work(args.seq)), args, std::move(in), std::move(out), std::move(run), bytes, algorithm,
+    task = Task{Work::Make(args.seq), args, std::move(in), std::move(out), std::move(run), bytes, algorithm,
                 timeline_ ? absl::Now() : absl::Time()};
-    flight_.Queued(args, bytes);
-    if (bytes > options_.inline_bytes || busy_ || !queue_.empty()) {
+    task.inline_run = bytes <= options_.inline_bytes && !busy_ && queue_.empty();
+    // An inline task is recorded as running at once (one record, not two).
+    flight_.Queued(args, bytes, /*running=*/task.inline_run);
+    if (!task.inline_run) {
       WorkHandle work = task.work;
       queue_.push_back(std::move(task));
       progress_wakeup_.Signal();
@@ -321,7 +330,7 @@ absl::Status Communicator::RunStaged(const Task& task) {
 }
 
 void Communicator::RunTask(Task& task) {
-  flight_.Running(task.args.seq);
+  if (!task.inline_run) flight_.Running(task.args.seq);
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
   // The cross-check runs braid's ring on host memory; nccl checks agreement itself (BRAID_NCCL_NATIVE_CHECK).
   absl::Status status =

@@ -74,6 +74,9 @@ class Work {
  private:
   friend class Communicator;
   explicit Work(uint64_t seq) : seq_(seq) {}
+  // One allocation for the Work and its shared count (make_shared needs a
+  // public constructor).
+  static std::shared_ptr<Work> Make(uint64_t seq);
   void Finish(absl::Status status);
 
   const uint64_t seq_;
@@ -170,6 +173,7 @@ class Communicator {
     size_t bytes = 0;
     const char* algorithm = "";
     absl::Time queued;
+    bool inline_run = false;  // runs on the caller's thread, recorded running when queued
   };
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,

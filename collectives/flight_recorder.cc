@@ -155,7 +155,7 @@ FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t
 
 FlightRecorder::~FlightRecorder() { SignalDumper::Get().Remove(this); }
 
-void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes) {
+void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, bool running) {
   MutexLock lock(&mu_);
   Entry& e = ring_[next_];
   e = Entry();
@@ -167,6 +167,10 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes) {
   e.count = args.count;
   e.bytes = bytes;
   e.queued = CoarseNow();
+  if (running) {
+    e.state = State::kRunning;
+    e.started = e.queued;
+  }
   next_ = (next_ + 1) % ring_.size();
   filled_ = std::min(filled_ + 1, ring_.size());
 }

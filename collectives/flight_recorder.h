@@ -56,7 +56,8 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // A collective was issued. Point-to-point calls (seq 0) are recorded too.
-  void Queued(const CollectiveArgs& args, size_t bytes);
+  // `running`: the collective starts at once (Running is not called for it).
+  void Queued(const CollectiveArgs& args, size_t bytes, bool running = false);
   void Running(uint64_t seq);
   void Finished(uint64_t seq, const absl::Status& status);
 
