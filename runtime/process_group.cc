@@ -181,7 +181,11 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     if (spin.has_value()) shm.spin = *spin;
     if (kShmWindowKnob.IsSet() && !kShmWindowKnob.String().empty()) {
       BRAID_ASSIGN_OR_RETURN(int64_t kib, kShmWindowKnob.Int());
-      shm.window_half_bytes = static_cast<size_t>(std::max<int64_t>(0, kib)) << 10;
+      if (kib < 0 || kib % 4 != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("BRAID_SHM_WINDOW_KB=", kib, ": must be 0 or a positive multiple of 4 (KiB, whole pages)"));
+      }
+      shm.window_half_bytes = static_cast<size_t>(kib) << 10;
     }
     BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline, shm));
   } else {

@@ -488,6 +488,33 @@ absl::Status InitExpectingMissingRank(int missing, absl::Duration limit) {
 // for a loaded (or sanitized) machine.
 constexpr absl::Duration kMissingRankLimit = absl::Seconds(6);
 
+TEST_CASE("ProcessGroup: BRAID_SHM_WINDOW_KB sizes shm's windows; 0 turns them off; a bad value is refused",
+          "[runtime]") {
+  for (const char* kib : {"4", "0"}) {
+    INFO("BRAID_SHM_WINDOW_KB=" << kib);
+    std::vector<absl::Status> statuses = RunWorkers(3, "shm", absl::StrCat("window", kib), [&](int rank) {
+      ::setenv("BRAID_SHM_WINDOW_KB", kib, 1);
+      ::setenv("BRAID_ALGO", "direct", 1);  // 4 KiB windows: several rounds at CheckAllReduce's sizes
+      return InitAndCheck("shm", 3, rank);
+    });
+    INFO(Describe(statuses));
+    for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  }
+  std::vector<absl::Status> statuses = RunWorkers(2, "shm", "window_bad", [&](int) -> absl::Status {
+    ::setenv("BRAID_SHM_WINDOW_KB", "6", 1);
+    ProcessGroupOptions options;
+    options.timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> group = InitFromEnv(options);
+    if (group.ok()) return absl::InternalError("BRAID_SHM_WINDOW_KB=6 was accepted");
+    if (!absl::StrContains(group.status().message(), "BRAID_SHM_WINDOW_KB=6: must be 0 or a positive multiple of 4")) {
+      return absl::InternalError(absl::StrCat("unexpected error: ", group.status().ToString()));
+    }
+    return absl::OkStatus();
+  });
+  INFO(Describe(statuses));
+  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+}
+
 TEST_CASE("ProcessGroup: a rank that never arrives fails the others within the timeout", "[runtime]") {
   RunRanksOptions options;
   options.timeout = absl::Seconds(30);
