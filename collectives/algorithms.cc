@@ -321,6 +321,8 @@ namespace {
 // Outputs from this size on are written with non-temporal stores (measured
 // here: +35% bus bandwidth at 64 MiB out of place, a loss below ~4 MiB).
 constexpr size_t kStreamOutputBytes = size_t{16} << 20;
+// A peer's slice is read in pieces of this size, each reduced while cached.
+constexpr size_t kPeerPieceBytes = size_t{64} << 10;
 
 // Direct all-reduce through the shared windows, in rounds of up to one window
 // half of the vector: every rank copies its part into its half; after a
@@ -331,11 +333,19 @@ constexpr size_t kStreamOutputBytes = size_t{16} << 20;
 // they outnumber the cores. Small rounds skip the slicing: every rank reduces
 // the whole round itself, in rank order, after the first barrier.
 absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const CollectiveArgs& args,
-                             absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+                             absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
   const int n = transport.size();
   const int me = transport.rank();
   const size_t es = DTypeSize(args.dtype);
   const size_t round_elems = windows.half_bytes() / es;
+  // Where the kernel can copy from a peer's memory, the peers' slices are
+  // read from their inputs (one copy, a piece at a time into cached scratch)
+  // instead of being copied into their windows first (a copy each side).
+  const bool read_peers = windows.CanReadPeers();
+  absl::Span<std::byte> piece_buffer;
+  if (read_peers) {
+    BRAID_ASSIGN_OR_RETURN(piece_buffer, scratch.Get(kPeerPieceBytes));
+  }
   // A large output of its own is not in the cache (the input was read, not
   // it): write it around the cache rather than read each line first.
   const bool stream_out = output.data() != input.data() && output.size() >= kStreamOutputBytes;
@@ -358,13 +368,30 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
     }
     // This rank's own slice is read from its input, so it is not copied in.
     const Range mine = ChunkRange(part.length, n, me);
-    for (const Range& other : {Range{0, mine.begin}, Range{mine.end(), part.length - mine.end()}}) {
-      std::memcpy(window(me, other).data(), Slice(in, other, es).data(), other.length * es);
+    if (!read_peers) {
+      for (const Range& other : {Range{0, mine.begin}, Range{mine.end(), part.length - mine.end()}}) {
+        std::memcpy(window(me, other).data(), Slice(in, other, es).data(), other.length * es);
+      }
     }
-    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline));
+    // Peers read this rank's input until the next Sync.
+    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline, in.data()));
     absl::Span<std::byte> sum = window(me, mine);
-    HostReduce(args.dtype, args.op, sum, Slice(in, mine, es), window((me + 1) % n, mine));
-    for (int k = 2; k < n; ++k) HostReduce(args.dtype, args.op, sum, sum, window((me + k) % n, mine));
+    if (read_peers) {
+      const size_t piece_elems = kPeerPieceBytes / es;
+      for (size_t at = 0; at < mine.length; at += piece_elems) {
+        const Range piece{at, std::min(piece_elems, mine.length - at)};  // within `mine`
+        absl::Span<std::byte> into = Slice(sum, piece, es);
+        absl::Span<std::byte> theirs = piece_buffer.subspan(0, piece.length * es);
+        for (int k = 1; k < n; ++k) {
+          const int peer = (me + k) % n;
+          BRAID_RETURN_IF_ERROR(windows.ReadPeer(peer, windows.Published(peer) + (mine.begin + at) * es, theirs));
+          HostReduce(args.dtype, args.op, into, k == 1 ? Slice(Slice(in, mine, es), piece, es) : into, theirs);
+        }
+      }
+    } else {
+      HostReduce(args.dtype, args.op, sum, Slice(in, mine, es), window((me + 1) % n, mine));
+      for (int k = 2; k < n; ++k) HostReduce(args.dtype, args.op, sum, sum, window((me + k) % n, mine));
+    }
     if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, sum, n);
     BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(1, round)), args.deadline));
     for (int k = 0; k < n; ++k) {
@@ -386,7 +413,7 @@ absl::Status DirectAllReduce(Transport& transport, const CollectiveArgs& args, a
   BRAID_ASSIGN_OR_RETURN(const bool done, AllReduceTrivially(transport, args, input, output));
   if (done) return absl::OkStatus();
   if (SharedWindows* windows = transport.shared_windows()) {
-    return WindowAllReduce(transport, *windows, args, input, output);
+    return WindowAllReduce(transport, *windows, args, input, output, scratch);
   }
   const int n = transport.size();
   const int me = transport.rank();

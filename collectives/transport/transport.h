@@ -67,8 +67,17 @@ class SharedWindows {
   // each with a `header` equal to this rank's (kInvalidArgument naming both
   // sides otherwise, as a stream's frame check). A peer that died or aborted,
   // one that sent this rank a collective's frame instead, or `deadline`,
-  // fails it naming the peer.
-  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline) = 0;
+  // fails it naming the peer. `published` is an address in this rank's own
+  // memory that peers may read with ReadPeer until their next Sync.
+  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline, const void* published = nullptr) = 0;
+
+  // Whether ReadPeer works between every pair of ranks (one kernel copy from
+  // a peer's private memory: Linux cross-memory attach, probed at set-up).
+  virtual bool CanReadPeers() const { return false; }
+  // What `peer` published with the last Sync this rank completed.
+  virtual const std::byte* Published(int peer) const = 0;
+  // Copies `into.size()` bytes at `from` in `peer`'s memory into `into`.
+  virtual absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) = 0;
 
  protected:
   size_t half_bytes_ = 0;

@@ -75,10 +75,10 @@ TEST_CASE("host staging: without a GPU, a CUDA tensor on a host transport is a c
       if (!CudaCompiledIn()) {
         if (work.ok() || work.status().code() != absl::StatusCode::kUnimplemented ||
             !absl::StrContains(work.status().message(), "--config=cuda") ||
-            !absl::StrContains(work.status().message(), named.name) ||
+            !absl::StrContains(work.status().message(), comm.transport_name()) ||
             !absl::StrContains(work.status().message(), rank)) {
           return absl::InternalError(absl::StrCat("plain build: expected kUnimplemented naming ", rank, ", ",
-                                                  named.name, " and --config=cuda, got ",
+                                                  comm.transport_name(), " and --config=cuda, got ",
                                                   work.ok() ? "OK" : work.status().ToString()));
         }
         // The refused call took no sequence number: the next collective is seq 1 and works.

@@ -17,11 +17,13 @@ TransportFactory FactoryOf(Options options) {
 }
 
 // Shared windows of one page, sliced above 1 KiB: the direct all-reduce runs
-// several rounds, split in slices, at the suite's sizes.
-ShmTransportOptions SmallWindows() {
+// several rounds, split in slices, at the suite's sizes; reading the peers'
+// inputs with process_vm_readv where the machine allows it, or not.
+ShmTransportOptions SmallWindows(bool read_peers) {
   ShmTransportOptions options;
   options.window_half_bytes = 4096;
   options.window_whole_round_bytes = 1024;
+  options.read_peers = read_peers;
   return options;
 }
 
@@ -29,7 +31,8 @@ ShmTransportOptions SmallWindows() {
 
 std::vector<NamedTransport> AllTransports() {
   return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{})},
-          {"shm", FactoryOf<ShmTransport>(SmallWindows())}};
+          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*read_peers=*/true))},
+          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*read_peers=*/false))}};
 }
 
 }  // namespace braid::testing

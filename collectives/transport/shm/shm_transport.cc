@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +44,9 @@ struct Segment {
   char abort_text[1024];                               // why, written before `closed`
   alignas(kCacheLine) std::atomic<uint64_t> synced;    // Syncs the owner has entered
   FrameHeader posted[2];                               // Sync s's header in posted[s % 2], before `synced`
+  uint64_t published[2];                               // Sync s's published address, likewise
+  uint64_t probe_address;                              // set-up: where the owner's probe value lies
+  uint64_t probe_value;                                // and what it holds
 };
 
 struct Channel {
@@ -178,6 +182,9 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("mapped", deadline).status());
   shm_unlink(my_name_.c_str());
   my_name_.clear();
+  if (options.window_half_bytes > 0 && options.read_peers) {
+    BRAID_RETURN_IF_ERROR(ProbePeerReads(bootstrap, deadline));
+  }
   if (options.window_half_bytes > 0) {
     half_bytes_ = options.window_half_bytes;
     whole_round_bytes_ = options.window_whole_round_bytes;
@@ -407,7 +414,49 @@ absl::Status ShmTransport::CheckSyncPeer(int peer, const FrameHeader& header, ui
   return CheckFrame(header, got, rank(), peer);
 }
 
-absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline) {
+const std::byte* ShmTransport::Published(int peer) const {
+  return reinterpret_cast<const std::byte*>(SegmentOf(peer)->published[synced_ % 2]);
+}
+
+absl::Status ShmTransport::ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) {
+  size_t done = 0;
+  while (done < into.size()) {
+    iovec local{into.data() + done, into.size() - done};
+    iovec remote{const_cast<std::byte*>(from) + done, into.size() - done};
+    const ssize_t got = process_vm_readv(pids_[static_cast<size_t>(peer)], &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int error = got < 0 ? errno : EFAULT;
+      BRAID_RETURN_IF_ERROR(Annotate(PeerState(peer), absl::StrCat("rank ", rank(), ": shm: reading ", PeerName(peer))));
+      return ErrnoStatus(error, absl::StrCat("rank ", rank(), ": shm: process_vm_readv of ", into.size() - done,
+                                             " bytes from ", PeerName(peer)));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::ProbePeerReads(Bootstrap& bootstrap, Deadline deadline) {
+  std::random_device random;
+  probe_ = (static_cast<uint64_t>(random()) << 32) | random() | 1;
+  Segment* mine = SegmentOf(rank());
+  mine->probe_value = probe_;
+  mine->probe_address = reinterpret_cast<uint64_t>(&probe_);
+  BRAID_RETURN_IF_ERROR(bootstrap.AllGather("probe", deadline).status());
+  bool all_read = true;
+  for (int peer = 0; peer < size() && all_read; ++peer) {
+    if (peer == rank()) continue;
+    uint64_t got = 0;
+    const Segment* theirs = SegmentOf(peer);
+    absl::Status read = ReadPeer(peer, reinterpret_cast<const std::byte*>(theirs->probe_address),
+                                 absl::MakeSpan(reinterpret_cast<std::byte*>(&got), sizeof(got)));
+    all_read = read.ok() && got == theirs->probe_value;
+  }
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, bootstrap.AllGather(all_read ? "1" : "0", deadline));
+  can_read_peers_ = std::all_of(verdicts.begin(), verdicts.end(), [](const std::string& v) { return v == "1"; });
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, const void* published) {
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": the transport was aborted"));
@@ -415,6 +464,7 @@ absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline) {
   Segment* mine = SegmentOf(rank());
   const uint64_t sync = ++synced_;
   mine->posted[sync % 2] = header;
+  mine->published[sync % 2] = reinterpret_cast<uint64_t>(published);
   mine->synced.store(sync, std::memory_order_release);
   for (int peer = 0; peer < size(); ++peer) {
     if (peer != rank()) Ring(peer);

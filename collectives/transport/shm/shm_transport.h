@@ -44,6 +44,11 @@ struct ShmTransportOptions {
   // Rounds up to this many bytes are reduced whole by every rank; larger ones
   // are split into one slice per rank (SharedWindows::whole_round_bytes).
   size_t window_whole_round_bytes = size_t{16} << 10;
+  // Let the direct all-reduce read peers' inputs with one kernel copy
+  // (process_vm_readv) instead of each rank copying its input into its
+  // window first; used only where a set-up probe finds it works both ways
+  // between every pair (containers often forbid it).
+  bool read_peers = true;
 };
 
 namespace shm_internal {
@@ -62,7 +67,10 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   SharedWindows* shared_windows() override { return half_bytes() > 0 ? this : nullptr; }
   // Each rank publishes its header and a count of Syncs in its segment, then
   // waits for every peer's count (spin, then the futex doorbell).
-  absl::Status Sync(const FrameHeader& header, Deadline deadline) override;
+  absl::Status Sync(const FrameHeader& header, Deadline deadline, const void* published = nullptr) override;
+  bool CanReadPeers() const override { return can_read_peers_; }
+  const std::byte* Published(int peer) const override;
+  absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) override;
 
  protected:
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
@@ -105,6 +113,10 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
 
   size_t ring_bytes_ = 0;
   uint64_t synced_ = 0;  // Syncs this rank has entered
+  bool can_read_peers_ = false;
+  uint64_t probe_ = 0;  // read by every peer at set-up: can it read this process's memory?
+  // Probes cross-memory attach both ways between every pair (collective).
+  absl::Status ProbePeerReads(Bootstrap& bootstrap, Deadline deadline);
   std::vector<Mapping> mappings_;  // by rank; mine included
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
