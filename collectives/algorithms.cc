@@ -324,6 +324,7 @@ constexpr size_t kStreamOutputBytes = size_t{16} << 20;
 // A peer's slice is read in pieces of this size, each reduced while cached.
 constexpr size_t kPeerPieceBytes = size_t{64} << 10;
 
+
 // Direct all-reduce through the shared windows, in rounds of up to one window
 // half of the vector: every rank copies its part into its half; after a
 // barrier, each reduces one slice reading every rank's half in place (writing
@@ -338,12 +339,13 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
   const int me = transport.rank();
   const size_t es = DTypeSize(args.dtype);
   const size_t round_elems = windows.half_bytes() / es;
-  // Where the kernel can copy from a peer's memory, the peers' slices are
-  // read from their inputs (one copy, a piece at a time into cached scratch)
-  // instead of being copied into their windows first (a copy each side).
-  const bool read_peers = windows.CanReadPeers();
+  // Where the kernel can copy from a peer's memory, the peers' slices of
+  // large rounds are read from their inputs (one copy, a piece at a time into
+  // cached scratch) instead of being copied into their windows first (a copy
+  // each side). Every rank decides alike: same round sizes, same probe.
+  const bool can_read_peers = windows.CanReadPeers();
   absl::Span<std::byte> piece_buffer;
-  if (read_peers) {
+  if (can_read_peers) {
     BRAID_ASSIGN_OR_RETURN(piece_buffer, scratch.Get(kPeerPieceBytes));
   }
   // A large output of its own is not in the cache (the input was read, not
@@ -368,6 +370,7 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
     }
     // This rank's own slice is read from its input, so it is not copied in.
     const Range mine = ChunkRange(part.length, n, me);
+    const bool read_peers = can_read_peers && part.length * es >= windows.read_peers_min_bytes();
     if (!read_peers) {
       for (const Range& other : {Range{0, mine.begin}, Range{mine.end(), part.length - mine.end()}}) {
         std::memcpy(window(me, other).data(), Slice(in, other, es).data(), other.length * es);

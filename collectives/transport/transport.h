@@ -74,6 +74,8 @@ class SharedWindows {
   // Whether ReadPeer works between every pair of ranks (one kernel copy from
   // a peer's private memory: Linux cross-memory attach, probed at set-up).
   virtual bool CanReadPeers() const { return false; }
+  // Rounds from this many bytes on read the peers' inputs (when they can).
+  size_t read_peers_min_bytes() const { return read_peers_min_bytes_; }
   // What `peer` published with the last Sync this rank completed.
   virtual const std::byte* Published(int peer) const = 0;
   // Copies `into.size()` bytes at `from` in `peer`'s memory into `into`.
@@ -82,6 +84,7 @@ class SharedWindows {
  protected:
   size_t half_bytes_ = 0;
   size_t whole_round_bytes_ = 0;
+  size_t read_peers_min_bytes_ = 0;
   std::vector<std::byte*> halves_[2];  // [half][rank]
   uint64_t rounds_ = 0;                // rounds started; every rank counts alike
 };

@@ -24,6 +24,7 @@ ShmTransportOptions SmallWindows(bool read_peers) {
   options.window_half_bytes = 4096;
   options.window_whole_round_bytes = 1024;
   options.read_peers = read_peers;
+  options.read_peers_min_bytes = 0;
   return options;
 }
 

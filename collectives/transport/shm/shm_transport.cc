@@ -188,6 +188,7 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   if (options.window_half_bytes > 0) {
     half_bytes_ = options.window_half_bytes;
     whole_round_bytes_ = options.window_whole_round_bytes;
+    read_peers_min_bytes_ = options.read_peers_min_bytes;
     const size_t offset = shm_internal::WindowOffset(n, ring_bytes_);
     for (int half = 0; half < 2; ++half) {
       for (const Mapping& mapping : mappings_) {

@@ -49,6 +49,11 @@ struct ShmTransportOptions {
   // window first; used only where a set-up probe finds it works both ways
   // between every pair (containers often forbid it).
   bool read_peers = true;
+  // ... for rounds of at least this many bytes. Measured here, 4 ranks on 2
+  // cores: +17 % bus bandwidth at 1 MiB and +26 % at 4 MiB (interleaved
+  // runs; 16 MiB and 2 ranks unchanged); below 512 KiB the system calls cost
+  // more than the copy they save (64 KiB: -30 %).
+  size_t read_peers_min_bytes = size_t{512} << 10;
 };
 
 namespace shm_internal {
