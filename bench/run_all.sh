@@ -19,7 +19,8 @@
 # Raw tables and JSON go to bench/out/ (gitignored); the markdown summary goes
 # to stdout and bench/out/summary.md, and replaces the part of
 # bench/RESULTS.md between "<!-- run_all:begin -->" and "<!-- run_all:end -->"
-# (UPDATE_RESULTS=0 leaves RESULTS.md alone).
+# (UPDATE_RESULTS=0 leaves RESULTS.md and bench/plots/ alone: its charts go
+# to bench/out/plots/).
 #
 #   bench/run_all.sh                      # the full run (about 13 minutes on 2 cores)
 #   WORLD_SIZES=2 MAXBYTES=1M OTHER_MAXBYTES=1M SKIP_REDUCER=1 SKIP_LAUNCHER=1 UPDATE_RESULTS=0 bench/run_all.sh
@@ -76,26 +77,19 @@ run_braid_workers() {
 status=0
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $WORLD_SIZES; do
-  for transport in shm tcp; do
-    name=braid_${transport}_n$n
-    log "$name: braid_bench -t $transport -a $ALGOS ${SWEEP[*]}"
-    if ! run_braid_workers "$n" "$OUT/$name.txt" \
-        "$BIN/braid_bench" -t "$transport" -a "$ALGOS" "${SWEEP[@]}" --json "$OUT/$name.json"; then
-      log "$name FAILED (see $OUT/$name.log)"
-      status=1
-    fi
-  done
-
-  # 8-byte latency on its own, LAT_ITERS iterations: the sweep's 8-byte row
-  # is ITERS calls of a microsecond or two, where one hiccup moves it 5x.
-  for transport in shm tcp; do
-    name=braid_lat_${transport}_n$n
-    log "$name: braid_bench -t $transport -a $ALGOS ${LATENCY[*]}"
-    if ! run_braid_workers "$n" "$OUT/$name.txt" \
-        "$BIN/braid_bench" -t "$transport" -a "$ALGOS" "${LATENCY[@]}" --json "$OUT/$name.json"; then
-      log "$name FAILED (see $OUT/$name.log)"
-      status=1
-    fi
+  # The sweep, then 8-byte latency on its own (LAT_ITERS iterations): the
+  # sweep's 8-byte row is ITERS calls of a microsecond or two, where one
+  # hiccup moves it 5x. Likewise for each MPI variant below.
+  for kind in sweep lat; do
+    for transport in shm tcp; do
+      if [[ $kind == sweep ]]; then name=braid_${transport}_n$n; args=("${SWEEP[@]}"); else name=braid_lat_${transport}_n$n; args=("${LATENCY[@]}"); fi
+      log "$name: braid_bench -t $transport -a $ALGOS ${args[*]}"
+      if ! run_braid_workers "$n" "$OUT/$name.txt" \
+          "$BIN/braid_bench" -t "$transport" -a "$ALGOS" "${args[@]}" --json "$OUT/$name.json"; then
+        log "$name FAILED (see $OUT/$name.log)"
+        status=1
+      fi
+    done
   done
 
   mpi_variants=(vader vader_nofree tcp)
@@ -153,10 +147,12 @@ if [[ -z "${SKIP_LAUNCHER:-}" ]]; then
 fi
 
 # --- charts ----------------------------------------------------------------------
-log "charts: tools/plot_bench -> bench/plots/"
-mkdir -p bench/plots
-rm -f bench/plots/*.png
-tools/plot_bench -o bench/plots "$OUT"/*.json > "$OUT/plots.txt" || { log "plot_bench FAILED"; status=1; }
+PLOTS=bench/plots
+[[ ${UPDATE_RESULTS:-1} == 0 ]] && PLOTS=$OUT/plots
+log "charts: tools/plot_bench -> $PLOTS/"
+mkdir -p "$PLOTS"
+rm -f "$PLOTS"/*.png
+tools/plot_bench -o "$PLOTS" "$OUT"/*.json > "$OUT/plots.txt" || { log "plot_bench FAILED"; status=1; }
 
 # --- summary -----------------------------------------------------------------
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
