@@ -324,12 +324,12 @@ constexpr size_t kStreamOutputBytes = size_t{16} << 20;
 // A peer's slice is read in pieces of this size, each reduced while cached.
 constexpr size_t kPeerPieceBytes = size_t{64} << 10;
 
-
 // Direct all-reduce through the shared windows, in rounds of up to one window
-// half of the vector: every rank copies its part into its half; after a
-// barrier, each reduces one slice reading every rank's half in place (writing
-// the result over its own input there); after a second barrier, each copies
-// every slice out. Every byte is copied in once and out once, with no stream
+// half of the vector: every rank copies its part into its half (or, for large
+// rounds where the kernel allows it, publishes its input for the peers to read
+// instead); after a barrier, each reduces one slice reading every rank's data
+// in place (writing the result into its own half); after a second barrier,
+// each copies every slice out. Every byte is copied in once and out once, with no stream
 // in between, and every phase keeps all ranks busy, which matters most when
 // they outnumber the cores. Small rounds skip the slicing: every rank reduces
 // the whole round itself, in rank order, after the first barrier.
