@@ -35,9 +35,10 @@ BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
                "How long a wait polls before it sleeps, in microseconds (default: shm 200, tcp 100). Polls pause "
                "briefly, then yield the core (at once when ranks outnumber cores). Longer: lower latency when "
                "cores are free; shorter: less CPU taken from busy ranks.");
-BRAID_ENV_KNOB(kShmReadPeersKnob, "BRAID_SHM_READ_PEERS", "1",
-               "shm: 1 lets the direct all-reduce read peers' inputs with one kernel copy (process_vm_readv) "
-               "where a set-up probe finds it allowed; 0 always copies through the shared windows.");
+BRAID_ENV_KNOB(kShmPeerAccessKnob, "BRAID_SHM_PEER_ACCESS", "1",
+               "shm: 1 lets the direct all-reduce read peers' inputs and write their outputs with one kernel copy "
+               "(process_vm_readv/writev) where a set-up probe finds both allowed; 0 always copies through the "
+               "shared windows.");
 BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",
                "shm: KiB in each half of a rank's shared window, the direct all-reduce's round size (a multiple "
                "of 4; default 1024; 0 turns the windows off, and direct sends messages instead).");
@@ -182,7 +183,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   } else if (transport == "shm") {
     ShmTransportOptions shm;
     if (spin.has_value()) shm.spin = *spin;
-    shm.read_peers = kShmReadPeersKnob.String() != "0";
+    shm.peer_access = kShmPeerAccessKnob.String() != "0";
     if (kShmWindowKnob.IsSet() && !kShmWindowKnob.String().empty()) {
       BRAID_ASSIGN_OR_RETURN(int64_t kib, kShmWindowKnob.Int());
       if (kib < 0 || kib % 4 != 0) {

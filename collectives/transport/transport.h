@@ -46,6 +46,14 @@ namespace braid {
 
 using OpId = uint64_t;
 
+// What a rank lets its peers reach between two Syncs (SharedWindows): its
+// collective's input, read with ReadPeer, and its output, written with
+// WritePeer.
+struct PeerBuffers {
+  const std::byte* input = nullptr;
+  std::byte* output = nullptr;
+};
+
 // Memory that every rank of a same-host group maps, and a barrier over it:
 // how the direct algorithms skip the per-message copies of a stream. Each
 // rank owns a window split in two halves; any rank may read any window. A
@@ -67,24 +75,29 @@ class SharedWindows {
   // each with a `header` equal to this rank's (kInvalidArgument naming both
   // sides otherwise, as a stream's frame check). A peer that died or aborted,
   // one that sent this rank a collective's frame instead, or `deadline`,
-  // fails it naming the peer. `published` is an address in this rank's own
-  // memory that peers may read with ReadPeer until their next Sync.
-  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline, const void* published = nullptr) = 0;
+  // fails it naming the peer. `published` is memory of this rank's own that
+  // peers may read and write with ReadPeer and WritePeer until their next
+  // Sync.
+  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {}) = 0;
 
-  // Whether ReadPeer works between every pair of ranks (one kernel copy from
-  // a peer's private memory: Linux cross-memory attach, probed at set-up).
-  virtual bool CanReadPeers() const { return false; }
-  // Rounds from this many bytes on read the peers' inputs (when they can).
-  size_t read_peers_min_bytes() const { return read_peers_min_bytes_; }
+  // Whether ReadPeer and WritePeer work between every pair of ranks (one
+  // kernel copy to or from a peer's private memory: Linux cross-memory
+  // attach, probed at set-up).
+  virtual bool CanAccessPeers() const { return false; }
+  // Collectives whose slice per rank has this many bytes or more access the
+  // peers' buffers (when they can) instead of copying through the windows.
+  size_t peer_access_min_slice_bytes() const { return peer_access_min_slice_bytes_; }
   // What `peer` published with the last Sync this rank completed.
-  virtual const std::byte* Published(int peer) const = 0;
+  virtual PeerBuffers Published(int peer) const = 0;
   // Copies `into.size()` bytes at `from` in `peer`'s memory into `into`.
   virtual absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) = 0;
+  // Copies `from` to `to` in `peer`'s memory.
+  virtual absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) = 0;
 
  protected:
   size_t half_bytes_ = 0;
   size_t whole_round_bytes_ = 0;
-  size_t read_peers_min_bytes_ = 0;
+  size_t peer_access_min_slice_bytes_ = 0;
   std::vector<std::byte*> halves_[2];  // [half][rank]
   uint64_t rounds_ = 0;                // rounds started; every rank counts alike
 };

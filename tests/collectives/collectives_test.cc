@@ -111,27 +111,27 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
 
 TEST_CASE("Collectives: shm probes cross-memory attach, and the probe's verdict is the same on every rank",
           "[collectives]") {
-  for (bool read_peers : {true, false}) {
+  for (bool peer_access : {true, false}) {
     auto statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
       HarnessBootstrap bootstrap(context);
       ShmTransportOptions options;
-      options.read_peers = read_peers;
+      options.peer_access = peer_access;
       BRAID_ASSIGN_OR_RETURN(auto transport, ShmTransport::Create(bootstrap, context.deadline(), options));
-      BRAID_ASSIGN_OR_RETURN(auto all, context.AllGather(transport->CanReadPeers() ? "yes" : "no"));
+      BRAID_ASSIGN_OR_RETURN(auto all, context.AllGather(transport->CanAccessPeers() ? "yes" : "no"));
       for (const std::string& other : all) {
-        if (other != all[0]) return absl::InternalError("ranks disagree on reading peers' memory");
+        if (other != all[0]) return absl::InternalError("ranks disagree on reaching peers' memory");
       }
-      if (!read_peers && transport->CanReadPeers()) return absl::InternalError("read_peers=false was ignored");
-      return context.rank() == 0 && read_peers && !transport->CanReadPeers()
-                 ? absl::UnavailableError("process_vm_readv is not permitted here")
+      if (!peer_access && transport->CanAccessPeers()) return absl::InternalError("peer_access=false was ignored");
+      return context.rank() == 0 && peer_access && !transport->CanAccessPeers()
+                 ? absl::UnavailableError("process_vm_readv/writev are not permitted here")
                  : absl::OkStatus();
     });
-    if (read_peers && absl::IsUnavailable(statuses[0])) {
-      WARN("process_vm_readv is not permitted on this machine: the direct all-reduce's copy-in path ran instead");
+    if (peer_access && absl::IsUnavailable(statuses[0])) {
+      WARN("process_vm_readv/writev are not permitted on this machine: the direct all-reduce's window path ran instead");
       statuses[0] = absl::OkStatus();
     }
     for (int r = 0; r < 3; ++r) {
-      INFO("read_peers " << read_peers << ", rank " << r << ": " << statuses[r]);
+      INFO("peer_access " << peer_access << ", rank " << r << ": " << statuses[r]);
       REQUIRE(statuses[r].ok());
     }
   }

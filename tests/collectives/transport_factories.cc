@@ -17,14 +17,15 @@ TransportFactory FactoryOf(Options options) {
 }
 
 // Shared windows of one page, sliced above 1 KiB: the direct all-reduce runs
-// several rounds, split in slices, at the suite's sizes; reading the peers'
-// inputs with process_vm_readv where the machine allows it, or not.
-ShmTransportOptions SmallWindows(bool read_peers) {
+// several rounds, split in slices, at the suite's sizes; or, where the
+// machine allows cross-memory copies, it reads and writes the peers' buffers
+// at every size.
+ShmTransportOptions SmallWindows(bool peer_access) {
   ShmTransportOptions options;
   options.window_half_bytes = 4096;
   options.window_whole_round_bytes = 1024;
-  options.read_peers = read_peers;
-  options.read_peers_min_bytes = 0;
+  options.peer_access = peer_access;
+  options.peer_access_min_slice_bytes = 0;
   return options;
 }
 
@@ -32,8 +33,8 @@ ShmTransportOptions SmallWindows(bool read_peers) {
 
 std::vector<NamedTransport> AllTransports() {
   return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{})},
-          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*read_peers=*/true))},
-          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*read_peers=*/false))}};
+          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/true))},
+          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/false))}};
 }
 
 }  // namespace braid::testing

@@ -44,9 +44,11 @@ struct Segment {
   char abort_text[1024];                               // why, written before `closed`
   alignas(kCacheLine) std::atomic<uint64_t> synced;    // Syncs the owner has entered
   FrameHeader posted[2];                               // Sync s's header in posted[s % 2], before `synced`
-  uint64_t published[2];                               // Sync s's published address, likewise
+  uint64_t published_input[2];                         // Sync s's PeerBuffers, likewise
+  uint64_t published_output[2];
   uint64_t probe_address;                              // set-up: where the owner's probe value lies
   uint64_t probe_value;                                // and what it holds
+  uint64_t probe_echoes_address;                       // where peer p writes it back, at index p
 };
 
 struct Channel {
@@ -182,13 +184,13 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("mapped", deadline).status());
   shm_unlink(my_name_.c_str());
   my_name_.clear();
-  if (options.window_half_bytes > 0 && options.read_peers) {
-    BRAID_RETURN_IF_ERROR(ProbePeerReads(bootstrap, deadline));
+  if (options.window_half_bytes > 0 && options.peer_access) {
+    BRAID_RETURN_IF_ERROR(ProbePeerAccess(bootstrap, deadline));
   }
   if (options.window_half_bytes > 0) {
     half_bytes_ = options.window_half_bytes;
     whole_round_bytes_ = options.window_whole_round_bytes;
-    read_peers_min_bytes_ = options.read_peers_min_bytes;
+    peer_access_min_slice_bytes_ = options.peer_access_min_slice_bytes;
     const size_t offset = shm_internal::WindowOffset(n, ring_bytes_);
     for (int half = 0; half < 2; ++half) {
       for (const Mapping& mapping : mappings_) {
@@ -418,49 +420,94 @@ absl::Status ShmTransport::CheckSyncPeer(int peer, const FrameHeader& header, ui
   return CheckFrame(header, got, rank(), peer);
 }
 
-const std::byte* ShmTransport::Published(int peer) const {
-  return reinterpret_cast<const std::byte*>(SegmentOf(peer)->published[synced_ % 2]);
+PeerBuffers ShmTransport::Published(int peer) const {
+  const Segment* theirs = SegmentOf(peer);
+  return {reinterpret_cast<const std::byte*>(theirs->published_input[synced_ % 2]),
+          reinterpret_cast<std::byte*>(theirs->published_output[synced_ % 2])};
+}
+
+namespace {
+
+// One cross-memory copy, resumed after partial transfers. `Copy` moves what
+// it can between `local` and `remote` and returns the bytes moved, or -1.
+template <typename Copy>
+ssize_t CopyAcross(std::byte* local, std::byte* remote, size_t bytes, Copy copy) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec here{local + done, bytes - done};
+    iovec there{remote + done, bytes - done};
+    const ssize_t moved = copy(&here, &there);
+    if (moved < 0) return -1;
+    if (moved == 0) {
+      errno = EFAULT;
+      return -1;
+    }
+    done += static_cast<size_t>(moved);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
+absl::Status ShmTransport::PeerCopyFailed(int peer, const char* call, size_t bytes) const {
+  const int error = errno;
+  BRAID_RETURN_IF_ERROR(Annotate(PeerState(peer), absl::StrCat("rank ", rank(), ": shm: ", call, " with ", PeerName(peer))));
+  return ErrnoStatus(error, absl::StrCat("rank ", rank(), ": shm: ", call, " of ", bytes, " bytes with ", PeerName(peer)));
 }
 
 absl::Status ShmTransport::ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) {
-  size_t done = 0;
-  while (done < into.size()) {
-    iovec local{into.data() + done, into.size() - done};
-    iovec remote{const_cast<std::byte*>(from) + done, into.size() - done};
-    const ssize_t got = process_vm_readv(pids_[static_cast<size_t>(peer)], &local, 1, &remote, 1, 0);
-    if (got <= 0) {
-      const int error = got < 0 ? errno : EFAULT;
-      BRAID_RETURN_IF_ERROR(Annotate(PeerState(peer), absl::StrCat("rank ", rank(), ": shm: reading ", PeerName(peer))));
-      return ErrnoStatus(error, absl::StrCat("rank ", rank(), ": shm: process_vm_readv of ", into.size() - done,
-                                             " bytes from ", PeerName(peer)));
-    }
-    done += static_cast<size_t>(got);
+  const pid_t pid = pids_[static_cast<size_t>(peer)];
+  if (CopyAcross(into.data(), const_cast<std::byte*>(from), into.size(), [pid](iovec* here, iovec* there) {
+        return process_vm_readv(pid, here, 1, there, 1, 0);
+      }) < 0) {
+    return PeerCopyFailed(peer, "process_vm_readv", into.size());
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::ProbePeerReads(Bootstrap& bootstrap, Deadline deadline) {
+absl::Status ShmTransport::WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) {
+  const pid_t pid = pids_[static_cast<size_t>(peer)];
+  if (CopyAcross(const_cast<std::byte*>(from.data()), to, from.size(), [pid](iovec* here, iovec* there) {
+        return process_vm_writev(pid, here, 1, there, 1, 0);
+      }) < 0) {
+    return PeerCopyFailed(peer, "process_vm_writev", from.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline) {
   std::random_device random;
   probe_ = (static_cast<uint64_t>(random()) << 32) | random() | 1;
+  probe_echoes_.assign(static_cast<size_t>(size()), 0);
   Segment* mine = SegmentOf(rank());
   mine->probe_value = probe_;
   mine->probe_address = reinterpret_cast<uint64_t>(&probe_);
+  mine->probe_echoes_address = reinterpret_cast<uint64_t>(probe_echoes_.data());
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("probe", deadline).status());
-  bool all_read = true;
-  for (int peer = 0; peer < size() && all_read; ++peer) {
+  bool all_reached = true;
+  for (int peer = 0; peer < size() && all_reached; ++peer) {
     if (peer == rank()) continue;
     uint64_t got = 0;
     const Segment* theirs = SegmentOf(peer);
     absl::Status read = ReadPeer(peer, reinterpret_cast<const std::byte*>(theirs->probe_address),
                                  absl::MakeSpan(reinterpret_cast<std::byte*>(&got), sizeof(got)));
-    all_read = read.ok() && got == theirs->probe_value;
+    all_reached = read.ok() && got == theirs->probe_value &&
+                  WritePeer(peer, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(&got), sizeof(got)),
+                            reinterpret_cast<std::byte*>(theirs->probe_echoes_address) +
+                                static_cast<size_t>(rank()) * sizeof(uint64_t))
+                      .ok();
   }
-  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, bootstrap.AllGather(all_read ? "1" : "0", deadline));
-  can_read_peers_ = std::all_of(verdicts.begin(), verdicts.end(), [](const std::string& v) { return v == "1"; });
+  // Every peer's echo has landed (or failed) once all have passed this.
+  BRAID_RETURN_IF_ERROR(bootstrap.AllGather("probed", deadline).status());
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank() && probe_echoes_[static_cast<size_t>(peer)] != probe_) all_reached = false;
+  }
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, bootstrap.AllGather(all_reached ? "1" : "0", deadline));
+  can_access_peers_ = std::all_of(verdicts.begin(), verdicts.end(), [](const std::string& v) { return v == "1"; });
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, const void* published) {
+absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published) {
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": the transport was aborted"));
@@ -468,7 +515,8 @@ absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, co
   Segment* mine = SegmentOf(rank());
   const uint64_t sync = ++synced_;
   mine->posted[sync % 2] = header;
-  mine->published[sync % 2] = reinterpret_cast<uint64_t>(published);
+  mine->published_input[sync % 2] = reinterpret_cast<uint64_t>(published.input);
+  mine->published_output[sync % 2] = reinterpret_cast<uint64_t>(published.output);
   mine->synced.store(sync, std::memory_order_release);
   for (int peer = 0; peer < size(); ++peer) {
     if (peer != rank()) Ring(peer);

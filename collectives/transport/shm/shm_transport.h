@@ -44,16 +44,17 @@ struct ShmTransportOptions {
   // Rounds up to this many bytes are reduced whole by every rank; larger ones
   // are split into one slice per rank (SharedWindows::whole_round_bytes).
   size_t window_whole_round_bytes = size_t{16} << 10;
-  // Let the direct all-reduce read peers' inputs with one kernel copy
-  // (process_vm_readv) instead of each rank copying its input into its
-  // window first; used only where a set-up probe finds it works both ways
-  // between every pair (containers often forbid it).
-  bool read_peers = true;
-  // ... for rounds of at least this many bytes. Measured here, 4 ranks on 2
-  // cores: +17 % bus bandwidth at 1 MiB and +26 % at 4 MiB (interleaved
-  // runs; 16 MiB and 2 ranks unchanged); below 512 KiB the system calls cost
-  // more than the copy they save (64 KiB: -30 %).
-  size_t read_peers_min_bytes = size_t{512} << 10;
+  // Let the direct all-reduce read the peers' inputs and write their outputs
+  // with one kernel copy (process_vm_readv/writev) instead of copying
+  // through the windows; used only where a set-up probe finds both work
+  // between every pair (containers often forbid them).
+  bool peer_access = true;
+  // ... where each rank's slice has at least this many bytes: below it the
+  // system calls (two per peer and slice) cost more than the copies they
+  // save. Measured here (busbw, against the windows): 2 ranks +80 % at
+  // 64 KiB, 2x at 1 MiB; 4 ranks on 2 cores even at 128 KiB, -35 % at
+  // 64 KiB, +30-50 % at 1-4 MiB.
+  size_t peer_access_min_slice_bytes = size_t{32} << 10;
 };
 
 namespace shm_internal {
@@ -72,10 +73,11 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   SharedWindows* shared_windows() override { return half_bytes() > 0 ? this : nullptr; }
   // Each rank publishes its header and a count of Syncs in its segment, then
   // waits for every peer's count (spin, then the futex doorbell).
-  absl::Status Sync(const FrameHeader& header, Deadline deadline, const void* published = nullptr) override;
-  bool CanReadPeers() const override { return can_read_peers_; }
-  const std::byte* Published(int peer) const override;
+  absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {}) override;
+  bool CanAccessPeers() const override { return can_access_peers_; }
+  PeerBuffers Published(int peer) const override;
   absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) override;
+  absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) override;
 
  protected:
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
@@ -104,6 +106,8 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   void Ring(int rank);  // bumps rank's doorbell, waking it if it sleeps
   // OK while the peer lives and has not closed.
   absl::Status PeerState(int peer) const;
+  // The error for a failed cross-memory `call` with `peer` (errno set).
+  absl::Status PeerCopyFailed(int peer, const char* call, size_t bytes) const;
   // For Sync number `sync` stuck on `peer`: an error if it died, aborted, or
   // sent this rank a collective's frame without entering that Sync (so it
   // runs something else than `header`).
@@ -118,10 +122,14 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
 
   size_t ring_bytes_ = 0;
   uint64_t synced_ = 0;  // Syncs this rank has entered
-  bool can_read_peers_ = false;
-  uint64_t probe_ = 0;  // read by every peer at set-up: can it read this process's memory?
-  // Probes cross-memory attach both ways between every pair (collective).
-  absl::Status ProbePeerReads(Bootstrap& bootstrap, Deadline deadline);
+  bool can_access_peers_ = false;
+  // Set-up: every peer reads probe_ and writes it back into its slot of
+  // probe_echoes_: can it reach this process's memory both ways?
+  uint64_t probe_ = 0;
+  std::vector<uint64_t> probe_echoes_;
+  // Probes cross-memory attach, reads and writes, between every pair
+  // (collective).
+  absl::Status ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline);
   std::vector<Mapping> mappings_;  // by rank; mine included
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
