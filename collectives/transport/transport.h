@@ -77,8 +77,14 @@ class SharedWindows {
   // one that sent this rank a collective's frame instead, or `deadline`,
   // fails it naming the peer. `published` is memory of this rank's own that
   // peers may read and write with ReadPeer and WritePeer until their next
-  // Sync.
-  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {}) = 0;
+  // Sync. `payload` (up to kSyncPayloadBytes) travels with the arrival
+  // itself: every rank reads it with SyncPayload until its next Sync.
+  static constexpr size_t kSyncPayloadBytes = 16;
+  virtual absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {},
+                            absl::Span<const std::byte> payload = {}) = 0;
+  // The payload `rank` (this one too) sent with the last Sync this rank
+  // completed.
+  virtual const std::byte* SyncPayload(int rank) const = 0;
 
   // Whether ReadPeer and WritePeer work between every pair of ranks (one
   // kernel copy to or from a peer's private memory: Linux cross-memory

@@ -31,6 +31,15 @@ namespace shm_internal {
 constexpr uint64_t kMagic = 0x315f4d48535f4442;  // "BD_SHM_1"
 constexpr size_t kCacheLine = 64;
 
+// A Sync's arrival and what it carries, in one cache line: a peer polling
+// for the arrival gets the header and a small payload with the same miss.
+struct alignas(kCacheLine) SyncSlot {
+  std::atomic<uint64_t> entered;  // the Sync that filled this slot; stored last (release)
+  FrameHeader header;
+  std::byte payload[SharedWindows::kSyncPayloadBytes];
+};
+static_assert(sizeof(SyncSlot) == kCacheLine, "a Sync slot is one cache line");
+
 // One rank's segment: this header, then one Channel + ring per sender.
 struct Segment {
   uint64_t magic;
@@ -42,8 +51,7 @@ struct Segment {
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner is in (or entering) futex_wait
   std::atomic<uint32_t> closed;                        // the owner closed its streams
   char abort_text[1024];                               // why, written before `closed`
-  alignas(kCacheLine) std::atomic<uint64_t> synced;    // Syncs the owner has entered
-  FrameHeader posted[2];                               // Sync s's header in posted[s % 2], before `synced`
+  SyncSlot sync_slots[2];                              // Sync s in sync_slots[s % 2]
   uint64_t published_input[2];                         // Sync s's PeerBuffers, likewise
   uint64_t published_output[2];
   uint64_t probe_address;                              // set-up: where the owner's probe value lies
@@ -73,10 +81,17 @@ size_t SegmentBytes(int size, size_t ring_bytes, size_t window_half_bytes) {
   return WindowOffset(size, ring_bytes) + 2 * window_half_bytes;
 }
 
+// How many Syncs the owner of `segment` has entered.
+uint64_t SyncsEntered(const Segment* segment) {
+  return std::max(segment->sync_slots[0].entered.load(std::memory_order_acquire),
+                  segment->sync_slots[1].entered.load(std::memory_order_acquire));
+}
+
 }  // namespace shm_internal
 
 using shm_internal::Channel;
 using shm_internal::Segment;
+using shm_internal::SyncsEntered;
 
 namespace {
 
@@ -236,8 +251,12 @@ void ShmTransport::Ring(int r) {
   // itself. The fence pairs with WaitReady's: either this load sees
   // `sleeping`, or the owner's re-check after setting it sees our change.
   // (A read-modify-write on every transfer cost more than the copy at 8 B.)
-  Segment* segment = SegmentOf(r);
   FullFence();
+  WakeIfSleeping(r);
+}
+
+void ShmTransport::WakeIfSleeping(int r) {
+  Segment* segment = SegmentOf(r);
   if (segment->sleeping.load(std::memory_order_relaxed) == 0) return;
   segment->doorbell.fetch_add(1, std::memory_order_seq_cst);
   Futex(&segment->doorbell, FUTEX_WAKE, 1, nullptr);
@@ -390,20 +409,20 @@ absl::Status ShmTransport::WaitReady(absl::Span<const Interest> interests, Deadl
 
 absl::Status ShmTransport::CheckPeerNotSyncing(int peer, const FrameHeader& expected) const {
   const Segment* segment = SegmentOf(peer);
-  const uint64_t theirs = segment->synced.load(std::memory_order_acquire);
+  const uint64_t theirs = SyncsEntered(segment);
   if (theirs <= synced_) return absl::OkStatus();
   // A peer sends its frames before it enters the next Sync: one that arrived
   // just before that Sync is visible now, and is no mismatch.
   const Channel* in = ChannelOf(peer, rank());
   if (in->head.load(std::memory_order_acquire) != in->tail.load(std::memory_order_relaxed)) return absl::OkStatus();
-  return CheckFrame(expected, segment->posted[theirs % 2], rank(), peer);
+  return CheckFrame(expected, segment->sync_slots[theirs % 2].header, rank(), peer);
 }
 
 absl::Status ShmTransport::CheckSyncPeer(int peer, const FrameHeader& header, uint64_t sync) {
   absl::Status state = PeerState(peer);
   // A peer stores its arrival before it can finish and close: one that
   // arrived, passed this Sync and exited is no failure of it.
-  if (!state.ok() && SegmentOf(peer)->synced.load(std::memory_order_acquire) >= sync) return absl::OkStatus();
+  if (!state.ok() && SyncsEntered(SegmentOf(peer)) >= sync) return absl::OkStatus();
   BRAID_RETURN_IF_ERROR(Annotate(
       state, absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": waiting for ", PeerName(peer))));
   // Nothing of this rank's reads the streams during a Sync: a frame waiting
@@ -416,7 +435,7 @@ absl::Status ShmTransport::CheckSyncPeer(int peer, const FrameHeader& header, ui
   // The peer may have passed this Sync since we looked and sent its next
   // collective's first frame: it entered the Sync before sending, so that
   // shows now.
-  if (SegmentOf(peer)->synced.load(std::memory_order_acquire) >= sync) return absl::OkStatus();
+  if (SyncsEntered(SegmentOf(peer)) >= sync) return absl::OkStatus();
   return CheckFrame(header, got, rank(), peer);
 }
 
@@ -424,6 +443,10 @@ PeerBuffers ShmTransport::Published(int peer) const {
   const Segment* theirs = SegmentOf(peer);
   return {reinterpret_cast<const std::byte*>(theirs->published_input[synced_ % 2]),
           reinterpret_cast<std::byte*>(theirs->published_output[synced_ % 2])};
+}
+
+const std::byte* ShmTransport::SyncPayload(int rank) const {
+  return SegmentOf(rank)->sync_slots[synced_ % 2].payload;
 }
 
 namespace {
@@ -507,27 +530,34 @@ absl::Status ShmTransport::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadli
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published) {
+absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published,
+                                absl::Span<const std::byte> payload) {
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header), ": the transport was aborted"));
   }
   Segment* mine = SegmentOf(rank());
+  if (payload.size() > kSyncPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": shm: ", DescribeFrame(header),
+                                                   ": a Sync carries at most ", kSyncPayloadBytes, " bytes, not ",
+                                                   payload.size()));
+  }
   const uint64_t sync = ++synced_;
-  mine->posted[sync % 2] = header;
+  shm_internal::SyncSlot& slot = mine->sync_slots[sync % 2];
+  slot.header = header;
+  if (!payload.empty()) std::memcpy(slot.payload, payload.data(), payload.size());
   mine->published_input[sync % 2] = reinterpret_cast<uint64_t>(published.input);
   mine->published_output[sync % 2] = reinterpret_cast<uint64_t>(published.output);
-  mine->synced.store(sync, std::memory_order_release);
-  for (int peer = 0; peer < size(); ++peer) {
-    if (peer != rank()) Ring(peer);
-  }
+  slot.entered.store(sync, std::memory_order_release);
   absl::InlinedVector<int, 16> waiting;
   for (int peer = 0; peer < size(); ++peer) {
     if (peer != rank()) waiting.push_back(peer);
   }
-  // A peer's header for this Sync stays in posted[sync % 2] until every rank,
+  // A peer's slot for this Sync stays as it is until every rank,
   // this one included, has entered the next Sync.
-  auto arrived = [&](int peer) { return SegmentOf(peer)->synced.load(std::memory_order_acquire) >= sync; };
+  auto arrived = [&](int peer) {
+    return SegmentOf(peer)->sync_slots[sync % 2].entered.load(std::memory_order_acquire) >= sync;
+  };
   SpinWait spin = NewSpinWait();
   while (true) {
     for (auto it = waiting.begin(); it != waiting.end();) {
@@ -535,11 +565,21 @@ absl::Status ShmTransport::Sync(const FrameHeader& header, Deadline deadline, Pe
         ++it;
         continue;
       }
-      BRAID_RETURN_IF_ERROR(CheckFrame(header, SegmentOf(*it)->posted[sync % 2], rank(), *it));
+      BRAID_RETURN_IF_ERROR(CheckFrame(header, SegmentOf(*it)->sync_slots[sync % 2].header, rank(), *it));
       it = waiting.erase(it);
       spin.Progressed();
     }
-    if (waiting.empty()) return absl::OkStatus();
+    if (waiting.empty()) {
+      // Only the last rank to arrive ends the peers' waits, and it finds
+      // them all arrived at its first look: the doorbells are rung now, not
+      // on arrival, so that the first ranks to arrive skip the fence's wait
+      // for their store (the peers poll its line).
+      FullFence();
+      for (int peer = 0; peer < size(); ++peer) {
+        if (peer != rank()) WakeIfSleeping(peer);
+      }
+      return absl::OkStatus();
+    }
     if (spin.Idle()) continue;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank(), ": shm: deadline exceeded in ",

@@ -73,7 +73,9 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   SharedWindows* shared_windows() override { return half_bytes() > 0 ? this : nullptr; }
   // Each rank publishes its header and a count of Syncs in its segment, then
   // waits for every peer's count (spin, then the futex doorbell).
-  absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {}) override;
+  absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {},
+                    absl::Span<const std::byte> payload = {}) override;
+  const std::byte* SyncPayload(int rank) const override;
   bool CanAccessPeers() const override { return can_access_peers_; }
   PeerBuffers Published(int peer) const override;
   absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) override;
@@ -104,6 +106,8 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   shm_internal::Channel* ChannelOf(int sender, int receiver) const;
   std::byte* RingOf(int sender, int receiver) const;
   void Ring(int rank);  // bumps rank's doorbell, waking it if it sleeps
+  // Ring without the fence, which the caller issued after its last store.
+  void WakeIfSleeping(int rank);
   // OK while the peer lives and has not closed.
   absl::Status PeerState(int peer) const;
   // The error for a failed cross-memory `call` with `peer` (errno set).
