@@ -53,7 +53,12 @@ absl::Span<std::byte> Bytes(const Tensor& t) { return absl::MakeSpan(static_cast
 void Work::Finish(absl::Status status) {
   MutexLock lock(&mu_);
   status_ = std::move(status);
-  done_ = true;
+  done_.store(true, std::memory_order_release);
+}
+
+void Work::FinishUnshared(absl::Status status) {
+  status_ = std::move(status);
+  done_.store(true, std::memory_order_release);
 }
 
 std::shared_ptr<Work> Work::Make(uint64_t seq) {
@@ -64,22 +69,19 @@ std::shared_ptr<Work> Work::Make(uint64_t seq) {
 }
 
 absl::Status Work::Wait(Deadline deadline) {
+  if (done_.load(std::memory_order_acquire)) return status_;
   MutexLock lock(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; };
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_.load(std::memory_order_relaxed); };
   if (!AwaitWithDeadline(&mu_, absl::Condition(&done), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat("collective seq ", seq_, " still running at the wait's deadline"));
   }
   return status_;
 }
 
-bool Work::Test() {
-  MutexLock lock(&mu_);
-  return done_;
-}
+bool Work::Test() { return done_.load(std::memory_order_acquire); }
 
 absl::Status Work::status() {
-  MutexLock lock(&mu_);
-  if (!done_) return absl::UnavailableError(absl::StrCat("collective seq ", seq_, " still running"));
+  if (!done_.load(std::memory_order_acquire)) return absl::UnavailableError(absl::StrCat("collective seq ", seq_, " still running"));
   return status_;
 }
 
@@ -216,7 +218,8 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root,
                                                  size_t count, size_t bytes, const CallOptions& call,
-                                                 const char* algorithm, Tensor in, Tensor out, RunFn run) {
+                                                 const char* algorithm, const Tensor& in, const Tensor& out,
+                                                 RunFn run) {
   Task task;
   {
     MutexLock lock(&mu_);
@@ -234,12 +237,14 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     args.count = count;
     args.deadline = CoarseNow() + call.timeout.value_or(timeout_);
     args.segment_bytes = options_.segment_bytes;
-    task = Task{Work::Make(args.seq), args, std::move(in), std::move(out), std::move(run), bytes, algorithm,
+    task = Task{Work::Make(args.seq), args, Tensor(), Tensor(), std::move(run), bytes, algorithm,
                 timeline_ ? absl::Now() : absl::Time()};
     task.inline_run = bytes <= options_.inline_bytes && !busy_ && queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
     flight_.Queued(args, bytes, /*running=*/task.inline_run);
     if (!task.inline_run) {
+      task.in = in;
+      task.out = out;
       WorkHandle work = task.work;
       queue_.push_back(std::move(task));
       progress_wakeup_.Signal();
@@ -247,7 +252,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(CollectiveKind kind, DType dtyp
     }
     busy_ = true;
   }
-  RunTask(task);
+  RunTask(task, in, out);
   ReleaseTransport();
   return task.work;
 }
@@ -284,10 +289,10 @@ absl::Status Communicator::CrossCheck(const CollectiveArgs& args) {
       absl::StrCat("rank ", rank_, ": BRAID_DEBUG=detail: the ranks issued different collectives: ", calls));
 }
 
-absl::Status Communicator::RunStaged(const Task& task) {
+absl::Status Communicator::RunStaged(const Task& task, const Tensor& in, const Tensor& out) {
   const CollectiveArgs& args = task.args;
   auto on_gpu = [](const Tensor& t) { return t.defined() && t.device().is_cuda(); };
-  const Device device = on_gpu(task.in) ? task.in.device() : task.out.device();
+  const Device device = on_gpu(in) ? in.device() : out.device();
   auto fail = [&](const absl::Status& status) {
     // RunTask adds the collective and its sequence number.
     return Annotate(status, absl::StrCat("rank ", rank_, ": staging ", ToString(device),
@@ -297,12 +302,11 @@ absl::Status Communicator::RunStaged(const Task& task) {
   absl::StatusOr<CudaDeviceScope> scope = CudaDeviceScope::Enter(device);
   if (!scope.ok()) return fail(scope.status());
   // In place (one tensor read and written): one host copy serves both.
-  const bool shared = on_gpu(task.in) && on_gpu(task.out) && task.in.data() == task.out.data() &&
-                      task.in.nbytes() == task.out.nbytes();
+  const bool shared = on_gpu(in) && on_gpu(out) && in.data() == out.data() && in.nbytes() == out.nbytes();
   constexpr size_t kAlign = 256;
   auto padded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
-  const size_t out_bytes = on_gpu(task.out) ? padded(task.out.nbytes()) : 0;
-  const size_t in_bytes = on_gpu(task.in) && !shared ? padded(task.in.nbytes()) : 0;
+  const size_t out_bytes = on_gpu(out) ? padded(out.nbytes()) : 0;
+  const size_t in_bytes = on_gpu(in) && !shared ? padded(in.nbytes()) : 0;
   if (staging_.nbytes() < out_bytes + in_bytes) {
     // Grow to a power of two (at least 1 MiB), so a sweep of sizes allocates
     // a few times, not once per size; free the old buffer first.
@@ -314,31 +318,30 @@ absl::Status Communicator::RunStaged(const Task& task) {
     staging_ = *std::move(pinned);
   }
   std::byte* base = static_cast<std::byte*>(staging_.data());
-  const Tensor host_out =
-      on_gpu(task.out) ? Tensor::View(base, task.out.shape(), task.out.dtype()) : task.out;
-  Tensor host_in = task.in;
-  if (on_gpu(task.in)) {
-    host_in = shared ? host_out : Tensor::View(base + out_bytes, task.in.shape(), task.in.dtype());
-    if (absl::Status copied = host_in.CopyFrom(task.in); !copied.ok()) return fail(copied);
+  const Tensor host_out = on_gpu(out) ? Tensor::View(base, out.shape(), out.dtype()) : out;
+  Tensor host_in = in;
+  if (on_gpu(in)) {
+    host_in = shared ? host_out : Tensor::View(base + out_bytes, in.shape(), in.dtype());
+    if (absl::Status copied = host_in.CopyFrom(in); !copied.ok()) return fail(copied);
   }
   BRAID_RETURN_IF_ERROR(task.run(args, host_in, host_out));
-  if (on_gpu(task.out)) {
-    Tensor out = task.out;
-    if (absl::Status copied = out.CopyFrom(host_out); !copied.ok()) return fail(copied);
+  if (on_gpu(out)) {
+    Tensor device_out = out;
+    if (absl::Status copied = device_out.CopyFrom(host_out); !copied.ok()) return fail(copied);
   }
   return absl::OkStatus();
 }
 
-void Communicator::RunTask(Task& task) {
+void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   if (!task.inline_run) flight_.Running(task.args.seq);
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
   // The cross-check runs braid's ring on host memory; nccl checks agreement itself (BRAID_NCCL_NATIVE_CHECK).
   absl::Status status =
       debug_detail_ && !device_native_ && task.args.seq > 0 ? CrossCheck(task.args) : absl::OkStatus();
   if (status.ok()) {
-    const bool staged = !device_native_ && ((task.in.defined() && task.in.device().is_cuda()) ||
-                                            (task.out.defined() && task.out.device().is_cuda()));
-    status = staged ? RunStaged(task) : task.run(task.args, task.in, task.out);
+    const bool staged = !device_native_ && ((in.defined() && in.device().is_cuda()) ||
+                                            (out.defined() && out.device().is_cuda()));
+    status = staged ? RunStaged(task, in, out) : task.run(task.args, in, out);
   }
   if (timeline_) {
     const CollectiveArgs& a = task.args;
@@ -370,7 +373,11 @@ void Communicator::RunTask(Task& task) {
     }
   }
   if (!abort_transport.ok()) transport_->Abort(abort_transport);
-  task.work->Finish(status);
+  if (task.inline_run) {
+    task.work->FinishUnshared(std::move(status));
+  } else {
+    task.work->Finish(std::move(status));
+  }
 }
 
 void Communicator::ProgressLoop() {
@@ -389,7 +396,7 @@ void Communicator::ProgressLoop() {
       }
       busy_ = true;
     }
-    RunTask(task);
+    RunTask(task, task.in, task.out);
     ReleaseTransport();
   }
 }

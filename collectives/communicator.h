@@ -78,11 +78,15 @@ class Work {
   // public constructor).
   static std::shared_ptr<Work> Make(uint64_t seq);
   void Finish(absl::Status status);
+  // Finish for a Work no other thread can see yet (a collective run on the
+  // caller's thread, before its handle is returned): no waiter to wake.
+  void FinishUnshared(absl::Status status);
 
   const uint64_t seq_;
   absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Set once, after status_ (release): a finished Work is read without mu_.
+  std::atomic<bool> done_{false};
+  absl::Status status_;
 };
 using WorkHandle = std::shared_ptr<Work>;
 
@@ -166,6 +170,7 @@ class Communicator {
   struct Task {
     WorkHandle work;
     CollectiveArgs args;
+    // Kept alive while queued; an inline task uses the caller's own.
     Tensor in;
     Tensor out;
     RunFn run;
@@ -182,8 +187,8 @@ class Communicator {
   // calling thread when it is small and nothing else is queued or running:
   // a hand-off to the progress thread costs more than a small collective.
   absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
-                                     size_t bytes, const CallOptions& call, const char* algorithm, Tensor in,
-                                     Tensor out, RunFn run);
+                                     size_t bytes, const CallOptions& call, const char* algorithm,
+                                     const Tensor& in, const Tensor& out, RunFn run);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
   // BRAID_DEBUG=detail: all ranks agree on `args` before it runs.
   absl::Status CrossCheck(const CollectiveArgs& args);
@@ -193,12 +198,12 @@ class Communicator {
   // transport with native collectives (kUnimplemented otherwise).
   absl::StatusOr<bool> UseNative(const CallOptions& call, CollectiveKind kind) const;
   // Runs `task` with its CUDA tensors copied to and from staging_ (see the top).
-  absl::Status RunStaged(const Task& task);
+  absl::Status RunStaged(const Task& task, const Tensor& in, const Tensor& out);
   // The thread that ran a task is done with the transport: clears busy_,
   // after telling the peers of an Abort that came too late for RunTask.
   void ReleaseTransport();
   // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
-  void RunTask(Task& task);
+  void RunTask(Task& task, const Tensor& in, const Tensor& out);
   void ProgressLoop();
 
   std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
