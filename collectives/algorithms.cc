@@ -821,6 +821,107 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
   return transport.Wait(ops, args.deadline);
 }
 
+bool CanCopyDirect(Transport& transport, size_t block_bytes) {
+  SharedWindows* windows = transport.shared_windows();
+  return windows != nullptr && windows->CanAccessPeers() && block_bytes >= windows->peer_access_min_slice_bytes();
+}
+
+namespace {
+
+// The frame of the direct collectives below: the first Sync publishes every
+// rank's buffers (and, as its header must match, that they hold as much as
+// this rank's), `copy` moves this rank's part with cross-memory copies, and
+// the second Sync keeps every buffer published until every rank is done.
+template <typename Copy>
+absl::Status DirectCopies(Transport& transport, const CollectiveArgs& args, PeerBuffers mine, Copy copy) {
+  SharedWindows& windows = *transport.shared_windows();
+  BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, 0)), args.deadline, mine));
+  std::vector<PeerBuffers> peers(static_cast<size_t>(transport.size()));
+  for (int peer = 0; peer < transport.size(); ++peer) {
+    if (peer != transport.rank()) peers[static_cast<size_t>(peer)] = windows.Published(peer);
+  }
+  BRAID_RETURN_IF_ERROR(copy(windows, peers));
+  return windows.Sync(Header(args, StepTag(1, 0)), args.deadline);
+}
+
+}  // namespace
+
+absl::Status DirectAllGather(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                             absl::Span<std::byte> output) {
+  const int n = transport.size();
+  const int me = transport.rank();
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count, "input"));
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count * static_cast<size_t>(n), "output"));
+  auto chunk = [&](int rank) { return output.subspan(static_cast<size_t>(rank) * input.size(), input.size()); };
+  CopyIfDistinct(chunk(me), input);
+  if (n == 1 || args.count == 0) return absl::OkStatus();
+  return DirectCopies(transport, args, {input.data(), nullptr},
+                      [&](SharedWindows& windows, const std::vector<PeerBuffers>& peers) -> absl::Status {
+                        for (int k = 1; k < n; ++k) {
+                          const int peer = (me + k) % n;
+                          BRAID_RETURN_IF_ERROR(windows.ReadPeer(peer, peers[static_cast<size_t>(peer)].input, chunk(peer)));
+                        }
+                        return absl::OkStatus();
+                      });
+}
+
+absl::Status DirectReduceScatter(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                 absl::Span<std::byte> output, Scratch& scratch) {
+  const int n = transport.size();
+  const int me = transport.rank();
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count * static_cast<size_t>(n), "input"));
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count, "output"));
+  const size_t es = DTypeSize(args.dtype);
+  const size_t offset = static_cast<size_t>(me) * output.size();  // of this rank's chunk in every input
+  if (n == 1 || args.count == 0) {
+    CopyIfDistinct(output, input.subspan(offset, output.size()));
+    return absl::OkStatus();
+  }
+  BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> piece_buffer, scratch.Get(kPeerPieceBytes));
+  return DirectCopies(
+      transport, args, {input.data(), nullptr},
+      [&](SharedWindows& windows, const std::vector<PeerBuffers>& peers) -> absl::Status {
+        const size_t piece_bytes = kPeerPieceBytes / es * es;
+        for (size_t at = 0; at < output.size(); at += piece_bytes) {
+          absl::Span<std::byte> sum = output.subspan(at, std::min(piece_bytes, output.size() - at));
+          absl::Span<std::byte> theirs = piece_buffer.subspan(0, sum.size());
+          for (int k = 1; k < n; ++k) {
+            const int peer = (me + k) % n;
+            BRAID_RETURN_IF_ERROR(windows.ReadPeer(peer, peers[static_cast<size_t>(peer)].input + offset + at, theirs));
+            HostReduce(args.dtype, args.op, sum, k == 1 ? input.subspan(offset + at, sum.size()) : sum, theirs);
+          }
+          if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, sum, n);
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status DirectAllToAll(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                            absl::Span<std::byte> output) {
+  const int n = transport.size();
+  const int me = transport.rank();
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count * static_cast<size_t>(n), "input"));
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count * static_cast<size_t>(n), "output"));
+  if (args.count == 0) return absl::OkStatus();
+  if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
+    return absl::InvalidArgumentError("alltoall: input and output must not overlap");
+  }
+  const size_t block_bytes = args.count * DTypeSize(args.dtype);
+  auto block = [&](auto span, int rank) { return span.subspan(static_cast<size_t>(rank) * block_bytes, block_bytes); };
+  std::memcpy(block(output, me).data(), block(input, me).data(), block_bytes);
+  if (n == 1) return absl::OkStatus();
+  return DirectCopies(transport, args, {input.data(), nullptr},
+                      [&](SharedWindows& windows, const std::vector<PeerBuffers>& peers) -> absl::Status {
+                        for (int k = 1; k < n; ++k) {
+                          const int peer = (me + k) % n;
+                          BRAID_RETURN_IF_ERROR(windows.ReadPeer(
+                              peer, peers[static_cast<size_t>(peer)].input + static_cast<size_t>(me) * block_bytes,
+                              block(output, peer)));
+                        }
+                        return absl::OkStatus();
+                      });
+}
+
 absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data) {
   BRAID_RETURN_IF_ERROR(CheckBytes(args, data.size(), args.count, "send buffer"));
   BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(peer, Header(args, 0), data));

@@ -99,6 +99,22 @@ absl::Status ChainReduce(Transport& transport, const CollectiveArgs& args, absl:
 absl::Status DisseminationBarrier(Transport& transport, const CollectiveArgs& args);
 absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                               absl::Span<std::byte> output);
+// Direct collectives, over a transport whose ranks can reach each other's
+// memory (SharedWindows::CanAccessPeers, shm): between two barriers each rank
+// copies what it needs straight from the peers' buffers, one kernel copy per
+// byte and no stream in between. The same sizes and rules as the ones above;
+// CanCopyDirect says whether the transport has them and `block_bytes` (the
+// bytes one rank takes from one peer) is large enough for them to win.
+// Measured here against ring and pairwise over shm's streams: 2-6x at 64 KiB
+// to 4 MiB, 2 and 4 ranks. (Broadcast has none: its chain of streams copies
+// cached data faster than the kernel's copy, which pins every page.)
+bool CanCopyDirect(Transport& transport, size_t block_bytes);
+absl::Status DirectReduceScatter(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                                 absl::Span<std::byte> output, Scratch& scratch);
+absl::Status DirectAllGather(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                             absl::Span<std::byte> output);
+absl::Status DirectAllToAll(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                            absl::Span<std::byte> output);
 absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data);
 absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<std::byte> data);
 

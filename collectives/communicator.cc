@@ -461,10 +461,12 @@ absl::StatusOr<WorkHandle> Communicator::ReduceScatter(const Tensor& input, cons
                                                    " must have ", size_, " x the output's ", output.DebugString()));
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kReduceScatter));
+  const bool direct = !native && CanCopyDirect(*transport_, output.nbytes());
   return Enqueue(CollectiveKind::kReduceScatter, input.dtype(), op, -1, static_cast<size_t>(output.numel()),
-                 input.nbytes(), call, native ? "native" : "ring",
-                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                 input.nbytes(), call, native ? "native" : direct ? "direct" : "ring", input, output,
+                 [this, native, direct](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
                    if (native) return native_->NativeReduceScatter(args, ConstBytes(in), Bytes(out));
+                   if (direct) return DirectReduceScatter(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                    return RingReduceScatter(*transport_, args, ConstBytes(in), Bytes(out), scratch_);
                  });
 }
@@ -477,10 +479,12 @@ absl::StatusOr<WorkHandle> Communicator::AllGather(const Tensor& input, const Te
                                                    " must have ", size_, " x the input's ", input.DebugString()));
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllGather));
+  const bool direct = !native && CanCopyDirect(*transport_, input.nbytes());
   return Enqueue(CollectiveKind::kAllGather, input.dtype(), ReduceOp::kSum, -1, static_cast<size_t>(input.numel()),
-                 output.nbytes(), call, native ? "native" : "ring",
-                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                 output.nbytes(), call, native ? "native" : direct ? "direct" : "ring", input, output,
+                 [this, native, direct](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
                    if (native) return native_->NativeAllGather(args, ConstBytes(in), Bytes(out));
+                   if (direct) return DirectAllGather(*transport_, args, ConstBytes(in), Bytes(out));
                    return RingAllGather(*transport_, args, ConstBytes(in), Bytes(out));
                  });
 }
@@ -535,10 +539,13 @@ absl::StatusOr<WorkHandle> Communicator::AllToAll(const Tensor& input, const Ten
                                                    " must match and split into ", size_, " blocks"));
   }
   BRAID_ASSIGN_OR_RETURN(const bool native, UseNative(call, CollectiveKind::kAllToAll));
+  const bool direct = !native && CanCopyDirect(*transport_, input.nbytes() / static_cast<size_t>(size_));
   return Enqueue(CollectiveKind::kAllToAll, input.dtype(), ReduceOp::kSum, -1,
-                 static_cast<size_t>(input.numel() / size_), input.nbytes(), call, native ? "native" : "pairwise",
-                 input, output, [this, native](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
+                 static_cast<size_t>(input.numel() / size_), input.nbytes(), call,
+                 native ? "native" : direct ? "direct" : "pairwise", input, output,
+                 [this, native, direct](const CollectiveArgs& args, const Tensor& in, const Tensor& out) {
                    if (native) return native_->NativeAllToAll(args, ConstBytes(in), Bytes(out));
+                   if (direct) return DirectAllToAll(*transport_, args, ConstBytes(in), Bytes(out));
                    return PairwiseAllToAll(*transport_, args, ConstBytes(in), Bytes(out));
                  });
 }
