@@ -50,6 +50,23 @@ absl::StatusOr<bool> AllReduceTrivially(const Transport& transport, const Collec
   return false;
 }
 
+// The checks every all-to-all starts with, and this rank's own block copied;
+// true when nothing is left to do (no elements, or a group of one).
+absl::StatusOr<bool> AllToAllTrivially(const Transport& transport, const CollectiveArgs& args,
+                                       absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+  const size_t n = static_cast<size_t>(transport.size());
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count * n, "input"));
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count * n, "output"));
+  if (args.count == 0) return true;
+  if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
+    return absl::InvalidArgumentError("alltoall: input and output must not overlap");
+  }
+  const size_t block_bytes = input.size() / n;
+  const size_t mine = static_cast<size_t>(transport.rank()) * block_bytes;
+  std::memcpy(output.data() + mine, input.data() + mine, block_bytes);
+  return n == 1;
+}
+
 // The receives of one stream of segments, `kSlots` in flight, each into its
 // own slot of scratch memory; Next() waits for the next one in order.
 class SlottedReceiver {
@@ -799,15 +816,10 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
                               absl::Span<std::byte> output) {
   const int n = transport.size();
   const int me = transport.rank();
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count * static_cast<size_t>(n), "input"));
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count * static_cast<size_t>(n), "output"));
-  if (args.count == 0) return absl::OkStatus();
-  if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
-    return absl::InvalidArgumentError("alltoall: input and output must not overlap");
-  }
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllToAllTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
   const size_t es = DTypeSize(args.dtype);
   auto block = [&](int peer) { return Range{static_cast<size_t>(peer) * args.count, args.count}; };
-  std::memcpy(Slice(output, block(me), es).data(), Slice(input, block(me), es).data(), args.count * es);
   std::vector<OpId> ops;
   for (int k = 1; k < n; ++k) {
     // Staggered so every rank starts with a different partner.
@@ -900,16 +912,10 @@ absl::Status DirectAllToAll(Transport& transport, const CollectiveArgs& args, ab
                             absl::Span<std::byte> output) {
   const int n = transport.size();
   const int me = transport.rank();
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), args.count * static_cast<size_t>(n), "input"));
-  BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), args.count * static_cast<size_t>(n), "output"));
-  if (args.count == 0) return absl::OkStatus();
-  if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
-    return absl::InvalidArgumentError("alltoall: input and output must not overlap");
-  }
+  BRAID_ASSIGN_OR_RETURN(const bool done, AllToAllTrivially(transport, args, input, output));
+  if (done) return absl::OkStatus();
   const size_t block_bytes = args.count * DTypeSize(args.dtype);
   auto block = [&](auto span, int rank) { return span.subspan(static_cast<size_t>(rank) * block_bytes, block_bytes); };
-  std::memcpy(block(output, me).data(), block(input, me).data(), block_bytes);
-  if (n == 1) return absl::OkStatus();
   return DirectCopies(transport, args, {input.data(), nullptr},
                       [&](SharedWindows& windows, const std::vector<PeerBuffers>& peers) -> absl::Status {
                         for (int k = 1; k < n; ++k) {
