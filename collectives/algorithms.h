@@ -84,8 +84,10 @@ absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl
 // all n inputs itself, in rank order (so every rank rounds alike). (n - 1)x the
 // bytes of the others, so only for small messages, where one step beats
 // rhd's log2(n) and ring's 2(n - 1). Over a transport with shared windows
-// (shm) it instead reads the peers' inputs where they lie, each rank reducing
-// one slice of each round: every byte copied in once and out once, for any size.
+// (shm) it instead goes through them, each rank reducing one slice of each
+// round: every byte copied in once and out once, for any size; and where
+// ranks can reach each other's memory, large ones read the peers' inputs and
+// write their outputs where they lie (see PeerAllReduce).
 absl::Status DirectAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
                              absl::Span<std::byte> output, Scratch& scratch);
 
