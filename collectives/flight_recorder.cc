@@ -146,7 +146,7 @@ FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t
     capacity = entries.ok() && *entries > 0 ? static_cast<size_t>(*entries) : 256;
   }
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     ring_.resize(capacity);
   }
   // Not under mu_: the dumper's thread takes its lock, then ours.
@@ -156,9 +156,8 @@ FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t
 FlightRecorder::~FlightRecorder() { SignalDumper::Get().Remove(this); }
 
 void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, bool running) {
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   Entry& e = ring_[next_];
-  e = Entry();
   e.seq = args.seq;
   e.kind = args.kind;
   e.dtype = args.dtype;
@@ -167,10 +166,11 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, bool runni
   e.count = args.count;
   e.bytes = bytes;
   e.queued = CoarseNow();
-  if (running) {
-    e.state = State::kRunning;
-    e.started = e.queued;
-  }
+  // Every field is set: a recycled entry keeps nothing of the old one.
+  e.state = running ? State::kRunning : State::kQueued;
+  e.started = running ? e.queued : absl::Time();
+  e.ended = absl::Time();
+  e.error.clear();
   next_ = (next_ + 1) % ring_.size();
   filled_ = std::min(filled_ + 1, ring_.size());
 }
@@ -185,7 +185,7 @@ FlightRecorder::Entry* FlightRecorder::Find(uint64_t seq) {
 }
 
 void FlightRecorder::Running(uint64_t seq) {
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   if (Entry* e = Find(seq)) {
     e->state = State::kRunning;
     e->started = CoarseNow();
@@ -193,7 +193,7 @@ void FlightRecorder::Running(uint64_t seq) {
 }
 
 void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   if (Entry* e = Find(seq)) {
     e->state = status.ok() ? State::kCompleted : State::kFailed;
     e->ended = CoarseNow();
@@ -202,7 +202,7 @@ void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   std::vector<Entry> entries;
   for (size_t i = filled_; i >= 1; --i) entries.push_back(ring_[(next_ + ring_.size() - i) % ring_.size()]);
   return entries;

@@ -5,8 +5,9 @@
 // A ring buffer of the last `capacity` collectives (BRAID_FLIGHT_ENTRIES,
 // default 256): op, sequence number, dtype, count, bytes, root, state
 // (queued, running, completed, failed) and when each state began, plus the
-// error of a failed one. Recording is a few stores under a mutex per
-// collective.
+// error of a failed one. Recording is a few stores under a light mutex per
+// collective (measured: the recorder was a tenth of an 8-byte all-reduce's
+// time with absl::Mutex and a fresh Entry per record).
 //
 // Dumps: one JSON file per rank, <dir>/rank<R>.json (dir = BRAID_FLIGHT_DIR,
 // default /tmp/braid_flight/<TORCHELASTIC_RUN_ID or "job">; braidrun points
@@ -26,8 +27,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/algorithms.h"
 
 namespace braid {
@@ -76,7 +77,7 @@ class FlightRecorder {
   const int rank_;
   const int size_;
   const std::string transport_;
-  mutable absl::Mutex mu_;
+  mutable LightMutex mu_;
   std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;   // where the next entry goes
   size_t filled_ ABSL_GUARDED_BY(mu_) = 0;
