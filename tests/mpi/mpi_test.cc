@@ -46,7 +46,8 @@ ProcessExit Mpirun(int n, std::vector<std::string> program, const std::string& t
                    std::map<std::string, std::string> extra = {}) {
   std::vector<std::string> argv = {"/usr/bin/mpirun", "--oversubscribe", "-np", absl::StrCat(n)};
   argv.insert(argv.end(), program.begin(), program.end());
-  return RunProcess(argv, MpiEnv(std::move(extra)), tag, kTimeout, kUnset);
+  // The full matrix's conformance runs take minutes (mpi_worker's deadline).
+  return RunProcess(argv, MpiEnv(std::move(extra)), tag, FullMatrix() ? absl::Minutes(31) : kTimeout, kUnset);
 }
 
 // Rank r's verdict line from mpi_worker ("rank 2: mismatch: INVALID_ARGUMENT: ...").

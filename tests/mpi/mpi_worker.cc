@@ -158,7 +158,9 @@ absl::Status Group() {
 
 int Main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const Deadline deadline = DeadlineIn(absl::Seconds(100));
+  // The full matrix (tools/test_matrix.sh) runs 1 MiB sizes of every dtype
+  // and op, beside the other suites on the same cores.
+  const Deadline deadline = DeadlineIn(FullMatrix() ? absl::Minutes(30) : absl::Seconds(100));
   absl::Status status;
   if (mode == "conformance") {
     status = Conformance(deadline);

@@ -199,8 +199,8 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("mapped", deadline).status());
   shm_unlink(my_name_.c_str());
   my_name_.clear();
-  if (options.window_half_bytes > 0 && options.peer_access) {
-    BRAID_RETURN_IF_ERROR(ProbePeerAccess(bootstrap, deadline));
+  if (options.window_half_bytes > 0) {
+    BRAID_RETURN_IF_ERROR(ProbePeerAccess(bootstrap, deadline, options.peer_access));
   }
   if (options.window_half_bytes > 0) {
     half_bytes_ = options.window_half_bytes;
@@ -498,7 +498,7 @@ absl::Status ShmTransport::WritePeer(int peer, absl::Span<const std::byte> from,
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline) {
+absl::Status ShmTransport::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline, bool wanted) {
   std::random_device random;
   probe_ = (static_cast<uint64_t>(random()) << 32) | random() | 1;
   probe_echoes_.assign(static_cast<size_t>(size()), 0);
@@ -507,7 +507,7 @@ absl::Status ShmTransport::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadli
   mine->probe_address = reinterpret_cast<uint64_t>(&probe_);
   mine->probe_echoes_address = reinterpret_cast<uint64_t>(probe_echoes_.data());
   BRAID_RETURN_IF_ERROR(bootstrap.AllGather("probe", deadline).status());
-  bool all_reached = true;
+  bool all_reached = wanted;
   for (int peer = 0; peer < size() && all_reached; ++peer) {
     if (peer == rank()) continue;
     uint64_t got = 0;

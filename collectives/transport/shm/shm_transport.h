@@ -132,8 +132,9 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   uint64_t probe_ = 0;
   std::vector<uint64_t> probe_echoes_;
   // Probes cross-memory attach, reads and writes, between every pair
-  // (collective).
-  absl::Status ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline);
+  // (collective, even on a rank that does not want it: its "no" is part of
+  // the verdict, so ranks with different options agree).
+  absl::Status ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline, bool wanted);
   std::vector<Mapping> mappings_;  // by rank; mine included
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
