@@ -4,10 +4,12 @@
 # the transports' own suite, braidrun with 1-8 workers and the MPI suite at
 # 1-6 ranks, optionally under a sanitizer config.
 #
+# Takes over an hour on 2 cores (collectives_test alone: 54 minutes).
+#
 #   tools/test_matrix.sh              # plain build
 #   tools/test_matrix.sh --config=asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=3600 \
+bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=7200 \
   //tests/collectives:collectives_test //tests/collectives:transport_test \
   //tests/launcher:braidrun_test //tests/mpi:mpi_test
