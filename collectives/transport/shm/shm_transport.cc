@@ -201,8 +201,6 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   my_name_.clear();
   if (options.window_half_bytes > 0) {
     BRAID_RETURN_IF_ERROR(ProbePeerAccess(bootstrap, deadline, options.peer_access));
-  }
-  if (options.window_half_bytes > 0) {
     half_bytes_ = options.window_half_bytes;
     whole_round_bytes_ = options.window_whole_round_bytes;
     peer_access_min_slice_bytes_ = options.peer_access_min_slice_bytes;
