@@ -103,7 +103,7 @@
 #include "base/status.h"
 #include "bench/bench_common.h"
 #include "bench/tuning_table.h"
-#include "collectives/algorithms.h"
+#include "collectives/selection.h"
 #include "collectives/communicator.h"
 #include "runtime/process_group.h"
 #include "tensor/dtype.h"
@@ -250,28 +250,31 @@ absl::Status ValidateBraid(BraidOptions& o) {
         return absl::InvalidArgumentError(
             absl::StrCat("-a/--algo: sendrecv is braid's own point-to-point: give auto, not ", AlgorithmName(a)));
       }
-      if (a != Algorithm::kAuto && a != Algorithm::kNative) {
-        return absl::InvalidArgumentError(absl::StrCat("-a/--algo: ", CollectiveName(o.collective),
-                                                       " has one braid algorithm: give auto or native, not ",
-                                                       AlgorithmName(a)));
+      const bool peer_path = o.collective == Collective::kReduceScatter || o.collective == Collective::kAllGather ||
+                             o.collective == Collective::kAllToAll;
+      if (a != Algorithm::kAuto && a != Algorithm::kNative && !(peer_path && a == Algorithm::kPeerAccess)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "-a/--algo: ", CollectiveName(o.collective), " takes auto or native", peer_path ? " or peer-access" : "",
+            ", not ", AlgorithmName(a)));
       }
     }
   }
   return absl::OkStatus();
 }
 
-// The algorithm a non-all-reduce collective runs (communicator.cc).
-const char* FixedAlgorithmName(Collective collective) {
+// The communicator's kind of `collective`, and its CollectiveArgs count for
+// one step (per rank's block for reduce-scatter, all-gather, all-to-all).
+std::pair<CollectiveKind, size_t> KindAndCount(Collective collective, const CollectiveCounts& counts, int n) {
   switch (collective) {
-    case Collective::kReduceScatter:
-    case Collective::kAllGather: return "ring";
-    case Collective::kBroadcast:
-    case Collective::kReduce: return "chain";
-    case Collective::kAllToAll: return "pairwise";
-    case Collective::kSendRecv: return "p2p";
-    case Collective::kAllReduce: break;
+    case Collective::kAllReduce: return {CollectiveKind::kAllReduce, counts.param};
+    case Collective::kReduceScatter: return {CollectiveKind::kReduceScatter, counts.recv};
+    case Collective::kAllGather: return {CollectiveKind::kAllGather, counts.send};
+    case Collective::kBroadcast: return {CollectiveKind::kBroadcast, counts.param};
+    case Collective::kReduce: return {CollectiveKind::kReduce, counts.param};
+    case Collective::kAllToAll: return {CollectiveKind::kAllToAll, counts.send / static_cast<size_t>(n)};
+    case Collective::kSendRecv: return {CollectiveKind::kSendRecv, counts.param};
   }
-  return "auto";
+  return {CollectiveKind::kNone, 0};
 }
 
 // Shows "[braid_bench] allreduce ring 1048576 B (12/48)" on one line of
@@ -573,14 +576,12 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& h
   row->count = step.counts.param;
   row->bytes = std::max(step.counts.send, step.counts.recv) * DTypeSize(c.dtype);
   row->algorithm = AlgorithmName(algorithm);
-  if (options_.collective == Collective::kAllReduce) {
-    // nccl runs every collective natively (communicator.h).
-    row->algorithm_used = std::string(comm_.transport_name()) == "nccl"
-                              ? "native"
-                              : AlgorithmName(comm_.ChooseAllReduce(row->bytes, algorithm));
-  } else {
-    row->algorithm_used = algorithm == Algorithm::kNative ? "native" : FixedAlgorithmName(options_.collective);
-  }
+  // What the communicator runs for this step (the selector's answer).
+  const auto [kind, count] = KindAndCount(options_.collective, step.counts, comm_.size());
+  CallOptions call;
+  call.algorithm = algorithm;
+  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, call));
+  row->algorithm_used = AlgorithmName(used);
   const bool in_place = HasInPlace();
 
   if (c.check) {

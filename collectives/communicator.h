@@ -1,33 +1,28 @@
 // Communicator: one rank's view of a group, running collectives on tensors.
 //
 // Calls return at once with a Work handle; the collectives run in issue order
-// on the communicator's own progress thread, over its transport, with the
-// algorithm chosen per call (size, group size, transport; BRAID_ALGO or the
-// call's options override; `native` runs every collective as the transport's
-// engine's own call, e.g. MPI_Allreduce, where the transport has one). Every rank must issue the same collectives in the
-// same order; the sequence number that travels in every frame catches ranks
-// that do not (a clear error on both sides, never mixed data).
+// on the communicator's own progress thread (or, when small and the
+// communicator is idle, on the caller's), over its transport, with the
+// algorithm the selector (selection.h) picks per call from the size, the
+// group and what the transport can do. Every rank must issue the same
+// collectives in the same order; the sequence number that travels in every
+// frame catches ranks that do not (a clear error on both sides, never mixed
+// data), and the agreement check (agreement.h) does the same for the
+// engines' own collectives.
+//
+// Options, one precedence everywhere: a call's CallOptions, then the
+// CommunicatorOptions it was created with, then the environment
+// (BRAID_ALGO, BRAID_INLINE_BYTES, BRAID_TIMEOUT_SEC), then the default.
 //
 // Errors: a collective that fails (a dead peer, a mismatch, its deadline)
 // aborts the communicator: the peers are told, and this and every later call
-// fails fast with that first cause. Tensors must be contiguous and of a
-// braid dtype. An "nccl" transport (built with --config=cuda) takes only CUDA
-// tensors on its device and runs every collective natively (NCCL's own),
-// whatever the algorithm asked for. A host transport (tcp, shm, mpi) takes
-// CPU tensors and, in a --config=cuda build, CUDA tensors too, staged
-// through pinned host memory: the thread running the collective copies each
-// CUDA input to a pinned host buffer (cudaMemcpy, with the tensor's GPU
-// current and the thread's own current device restored after), runs the same
-// algorithm on host memory, and copies the result back into the CUDA output
-// before the Work completes. The buffer is allocated on first use, grown when
-// a larger call comes, and kept for the communicator's life (never per
-// call). A CUDA input must be ready when the call is issued (its kernels
-// finished, or queued on a stream that synchronizes with the legacy default
-// stream, which the copies use). A CUDA error there fails the collective (and so aborts the
-// communicator, as any failure) naming the rank, the collective and the CUDA
-// call. Without --config=cuda, CUDA tensors on a host transport are
-// kUnimplemented saying so. A bad argument is returned by the call itself and
-// consumes no sequence number.
+// fails fast with that first cause. A bad argument is returned by the call
+// itself and consumes no sequence number. Tensors must be contiguous and of a
+// braid dtype. A transport of device memory (nccl) takes only CUDA tensors on
+// its device and runs every collective as its engine's own. A host transport
+// takes CPU tensors and, in a --config=cuda build, CUDA tensors staged
+// through pinned host memory (host_staging.h); without --config=cuda they
+// are kUnimplemented saying so.
 //
 // Threads: all methods are thread-safe; calls from different threads are
 // ordered by when they enter. Tensors handed to a call must stay alive and
@@ -38,67 +33,40 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collectives/algorithms.h"
+#include "absl/types/optional.h"
+#include "collectives/agreement.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/host_staging.h"
+#include "collectives/scratch.h"
+#include "collectives/selection.h"
 #include "collectives/timeline.h"
+#include "collectives/transport/native_collectives.h"
 #include "collectives/transport/transport.h"
+#include "collectives/work.h"
 #include "tensor/tensor.h"
 
 namespace braid {
 
-// The handle of one issued collective.
-class Work {
- public:
-  // Blocks until the collective finished or `deadline`; returns its status
-  // (kDeadlineExceeded if still running at the deadline: it keeps running
-  // and ends by its own deadline).
-  absl::Status Wait(Deadline deadline = absl::InfiniteFuture());
-  // Non-blocking: true once finished.
-  bool Test();
-  // The result once finished; kUnavailable ("still running") before.
-  absl::Status status();
-  uint64_t seq() const { return seq_; }
-
- private:
-  friend class Communicator;
-  explicit Work(uint64_t seq) : seq_(seq) {}
-  // One allocation for the Work and its shared count (make_shared needs a
-  // public constructor).
-  static std::shared_ptr<Work> Make(uint64_t seq);
-  void Finish(absl::Status status);
-  // Finish for a Work no other thread can see yet (a collective run on the
-  // caller's thread, before its handle is returned): no waiter to wake.
-  void FinishUnshared(absl::Status status);
-
-  const uint64_t seq_;
-  absl::Mutex mu_;
-  // Set once, after status_ (release): a finished Work is read without mu_.
-  std::atomic<bool> done_{false};
-  absl::Status status_;
-};
-using WorkHandle = std::shared_ptr<Work>;
-
 struct CommunicatorOptions {
   // Deadline of each collective, from when it is issued. Default: BRAID_TIMEOUT_SEC.
   absl::optional<absl::Duration> timeout;
-  // kAuto: chosen per call (BRAID_ALGO overrides when set).
+  // kAuto: BRAID_ALGO, else the selector's choice per call.
   Algorithm algorithm = Algorithm::kAuto;
   size_t segment_bytes = size_t{256} << 10;
   // Collectives of at most this many bytes run on the caller's thread when
-  // the communicator is idle (BRAID_INLINE_BYTES overrides).
-  size_t inline_bytes = size_t{64} << 10;
+  // the communicator is idle. Default: BRAID_INLINE_BYTES, else 64 KiB.
+  absl::optional<size_t> inline_bytes;
+  // Where one algorithm starts to beat another (tests shrink them).
+  SelectionThresholds thresholds;
 };
 
 // Per-call overrides.
@@ -149,12 +117,11 @@ class Communicator {
   // once when idle; else as soon as the running collective ends). Any thread.
   void Abort(const absl::Status& cause);
 
-  // The algorithm `call` would use for an all-reduce of `bytes` (for tests and
-  // benchmarks): the call's, the communicator's or BRAID_ALGO's choice; else
-  // the measured table (allreduce_tuning.inc, from braid_bench --tune) for
-  // this transport and world size; else direct over shared windows (shm),
-  // otherwise rhd up to 64 KiB and ring above.
-  Algorithm ChooseAllReduce(size_t bytes, Algorithm requested) const;
+  // What a `kind` collective of `count` elements of `dtype` would run under
+  // `call` (count as CollectiveArgs has it): the selector's answer after the
+  // precedence above. For tests and benchmarks.
+  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype,
+                                         const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }
   const char* native_name() const { return native_ != nullptr ? native_->native_name() : "none"; }
@@ -163,42 +130,51 @@ class Communicator {
   Timeline* timeline() const { return timeline_.get(); }
 
  private:
-  // Runs the collective on `in` (what it reads) and `out` (what it writes):
-  // the caller's tensors, or their host copies when staged. Either may be
-  // undefined (a receive reads nothing, a send writes nothing).
-  using RunFn = std::function<absl::Status(const CollectiveArgs&, const Tensor& in, const Tensor& out)>;
+  // One collective as a public call describes it, before it is queued.
+  struct Request {
+    CollectiveKind kind = CollectiveKind::kNone;
+    DType dtype = DType::kU8;
+    ReduceOp op = ReduceOp::kSum;
+    int root = -1;  // the root, or the peer of a send or receive
+    size_t count = 0;
+    // Bytes per rank: the inline rule, the flight recorder and the timeline.
+    size_t bytes = 0;
+    // Send and receive may wait for the other side's call: never inline.
+    bool may_inline = true;
+    // What it reads and writes; either may be undefined (a receive reads
+    // nothing, a send writes nothing).
+    const Tensor* in = nullptr;
+    const Tensor* out = nullptr;
+  };
   struct Task {
     WorkHandle work;
     CollectiveArgs args;
+    Algorithm algorithm = Algorithm::kAuto;
+    int peer = -1;  // send / recv
     // Kept alive while queued; an inline task uses the caller's own.
     Tensor in;
     Tensor out;
-    RunFn run;
-    // For the timeline: bytes per rank, the algorithm's name, when it was issued.
     size_t bytes = 0;
-    const char* algorithm = "";
     absl::Time queued;
     bool inline_run = false;  // runs on the caller's thread, recorded running when queued
   };
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
-               Algorithm env_algorithm);
-  // Queues a collective of `bytes` bytes (per rank), or runs it at once on the
-  // calling thread when it is small and nothing else is queued or running:
-  // a hand-off to the progress thread costs more than a small collective.
-  absl::StatusOr<WorkHandle> Enqueue(CollectiveKind kind, DType dtype, ReduceOp op, int root, size_t count,
-                                     size_t bytes, const CallOptions& call, const char* algorithm,
-                                     const Tensor& in, const Tensor& out, RunFn run);
+               Algorithm env_algorithm, size_t inline_bytes, AgreementChecks checks);
+  // Picks the algorithm, then queues the collective, or runs it at once on
+  // the calling thread when it is small and nothing else is queued or
+  // running: a hand-off to the progress thread costs more than a small
+  // collective.
+  absl::StatusOr<WorkHandle> Enqueue(const Request& request, const CallOptions& call);
   absl::Status CheckTensor(const Tensor& tensor, const char* what) const;
-  // BRAID_DEBUG=detail: all ranks agree on `args` before it runs.
-  absl::Status CrossCheck(const CollectiveArgs& args);
   // The call's algorithm after the communicator's and BRAID_ALGO's defaults.
   Algorithm Resolve(Algorithm requested) const;
-  // Whether a `kind` collective runs natively: true for kNative, which needs a
-  // transport with native collectives (kUnimplemented otherwise).
-  absl::StatusOr<bool> UseNative(const CallOptions& call, CollectiveKind kind) const;
-  // Runs `task` with its CUDA tensors copied to and from staging_ (see the top).
-  absl::Status RunStaged(const Task& task, const Tensor& in, const Tensor& out);
+  // The agreement check for `task`, when BRAID_DEBUG asks for one.
+  absl::Status Agree(const Task& task);
+  // Runs `task`'s algorithm on `in` and `out` (host memory, or the
+  // transport's device memory).
+  absl::Status Dispatch(const Task& task, const Tensor& in, const Tensor& out);
+  absl::Status DispatchNative(const Task& task, const Tensor& in, const Tensor& out);
   // The thread that ran a task is done with the transport: clears busy_,
   // after telling the peers of an Abort that came too late for RunTask.
   void ReleaseTransport();
@@ -211,20 +187,16 @@ class Communicator {
   const int rank_;
   const int size_;
   const std::string transport_name_;
-  // The transport works on CUDA device memory and has only native collectives
-  // (nccl): braid's algorithms reduce on the host and cannot run over it.
-  const bool device_native_;
+  // Payloads are device memory and only native collectives run (nccl).
+  const bool device_memory_only_;
   const CommunicatorOptions options_;
   const absl::Duration timeout_;
   const Algorithm env_algorithm_;
-  const bool debug_detail_;  // BRAID_DEBUG=detail
-  // The tuned table's ranges for this transport and world size: up to
-  // max_bytes (0: no bound) bytes, the algorithm. Empty: the built-in rule.
-  std::vector<std::pair<uint64_t, Algorithm>> tuned_;
-  Scratch scratch_;  // progress thread only
-  // Pinned host memory for staging CUDA tensors (RunStaged); grown, never
-  // shrunk. Only the thread running a task (busy_) uses it.
-  Tensor staging_;
+  const size_t inline_bytes_;
+  const AgreementChecks checks_;
+  const Selector selector_;
+  Scratch scratch_;  // the running task only
+  HostStaging staging_;  // the running task only
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);

@@ -155,7 +155,7 @@ FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t
 
 FlightRecorder::~FlightRecorder() { SignalDumper::Get().Remove(this); }
 
-void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, bool running) {
+void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running) {
   LightMutexLock lock(&mu_);
   Entry& e = ring_[next_];
   e.seq = args.seq;
@@ -165,6 +165,7 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, bool runni
   e.root = args.root;
   e.count = args.count;
   e.bytes = bytes;
+  e.algorithm = algorithm;
   e.queued = CoarseNow();
   // Every field is set: a recycled entry keeps nothing of the old one.
   e.state = running ? State::kRunning : State::kQueued;
@@ -217,7 +218,7 @@ std::string FlightRecorder::ToJson(const std::string& why) const {
     absl::StrAppend(&json, first ? "\n" : ",\n", "  {\"seq\": ", e.seq, ", \"op\": ", Json(CollectiveKindName(e.kind)),
                     ", \"dtype\": ", Json(DTypeName(e.dtype)), ", \"reduce_op\": ", Json(ReduceOpName(e.op)),
                     ", \"root\": ", e.root, ", \"count\": ", e.count, ", \"bytes\": ", e.bytes,
-                    ", \"state\": ", Json(FlightStateName(e.state)), ", \"queued_us\": ", Micros(e.queued),
+                    ", \"algorithm\": ", Json(e.algorithm), ", \"state\": ", Json(FlightStateName(e.state)), ", \"queued_us\": ", Micros(e.queued),
                     ", \"started_us\": ", Micros(e.started), ", \"ended_us\": ", Micros(e.ended),
                     ", \"error\": ", Json(e.error), "}");
     first = false;

@@ -29,7 +29,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "collectives/algorithms.h"
+#include "collectives/transport/frame.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
 
 namespace braid {
 
@@ -45,6 +47,7 @@ class FlightRecorder {
     int root = -1;
     size_t count = 0;
     size_t bytes = 0;
+    const char* algorithm = "";  // what runs (selection.h's names); a literal
     State state = State::kQueued;
     absl::Time queued, started, ended;
     std::string error;
@@ -57,8 +60,9 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // A collective was issued. Point-to-point calls (seq 0) are recorded too.
-  // `running`: the collective starts at once (Running is not called for it).
-  void Queued(const CollectiveArgs& args, size_t bytes, bool running = false);
+  // `algorithm` (a literal) is what runs. `running`: the collective starts
+  // at once (Running is not called for it).
+  void Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running = false);
   void Running(uint64_t seq);
   void Finished(uint64_t seq, const absl::Status& status);
 

@@ -103,6 +103,15 @@ void Timeline::Span(absl::string_view name, Track track, absl::Time start, absl:
   events_.push_back(Event{std::string(name), track, 'X', ts, dur, std::move(args)});
 }
 
+void Timeline::Collective(const CollectiveArgs& args, const char* algorithm, size_t bytes, absl::Time queued,
+                          absl::Time start, absl::Time end, bool ok) {
+  Span(absl::StrCat(CollectiveKindName(args.kind), " ", algorithm), Track::kCollectives, start, end,
+       absl::StrCat("\"seq\": ", args.seq, ", \"bytes\": ", bytes, ", \"count\": ", args.count, ", \"dtype\": \"",
+                    DTypeName(args.dtype), "\", \"op\": \"", ReduceOpName(args.op), "\", \"root\": ", args.root,
+                    ", \"algorithm\": \"", algorithm, "\", \"queued_us\": ", absl::ToInt64Microseconds(start - queued),
+                    ", \"ok\": ", ok ? "true" : "false"));
+}
+
 void Timeline::Instant(absl::string_view name, Track track, absl::Time at, std::string args) {
   MutexLock lock(&mu_);
   if (events_.size() >= max_events_) {

@@ -36,6 +36,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
+#include "collectives/transport/frame.h"
+
 namespace braid {
 
 class Timeline {
@@ -57,6 +59,11 @@ class Timeline {
   // A span ("ph": "X") on `track`. `args` is the inside of a JSON object
   // ("\"seq\": 3, \"bytes\": 1024"), or empty.
   void Span(absl::string_view name, Track track, absl::Time start, absl::Time end, std::string args);
+  // A collective's span on Track::kCollectives, named "<kind> <algorithm>",
+  // with its seq, bytes (per rank), count, dtype, op, root, algorithm, time
+  // queued before `start` and whether it succeeded.
+  void Collective(const CollectiveArgs& args, const char* algorithm, size_t bytes, absl::Time queued,
+                  absl::Time start, absl::Time end, bool ok);
   // A point in time ("ph": "i").
   void Instant(absl::string_view name, Track track, absl::Time at, std::string args);
 

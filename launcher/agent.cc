@@ -22,7 +22,7 @@
 #include "base/status.h"
 #include "launcher/rendezvous.h"
 #include "launcher/worker_group.h"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 
 extern char** environ;
 

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
-#include "runtime/store/store.h"
+#include "store/store.h"
 
 namespace braid {
 

@@ -38,10 +38,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 #include "collectives/communicator.h"
-#include "runtime/store/store.h"
-#include "runtime/store/tcp_store.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
 #include "runtime/worker_env.h"
 #include "tensor/device.h"
 

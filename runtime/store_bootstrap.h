@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bootstrap.h"
-#include "runtime/store/store.h"
+#include "collectives/transport/bootstrap.h"
+#include "store/store.h"
 
 namespace braid {
 

@@ -30,7 +30,7 @@ bazel build //tensor:tensor //tensor:cpu_kernels >/dev/null 2>&1 ||
 tensor_libs="bazel-out/k8-opt/bin/tensor/libtensor.a $(ls bazel-out/k8-opt/bin/tensor/libcpu_kernels_*.a | tr '\n' ' ')"
 base=(base/auth.cc base/deadline.cc base/env.cc base/fd.cc base/logging.cc base/mutex.cc base/status.cc)
 declare -A sources=(
-  [store]="tests/fuzz/store_fuzz.cc runtime/store/store.cc runtime/store/tcp_store_client.cc runtime/store/tcp_store_server.cc runtime/store/wire.cc ${base[*]}"
+  [store]="tests/fuzz/store_fuzz.cc store/store.cc store/tcp_store_client.cc store/tcp_store_server.cc store/wire.cc ${base[*]}"
   [frame]="tests/fuzz/frame_fuzz.cc collectives/transport/frame.cc ${base[*]} $tensor_libs"
   [flags]="tests/fuzz/flags_fuzz.cc launcher/options.cc ${base[*]}"
 )

@@ -1,5 +1,7 @@
 #include "collectives/transport/frame.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "tensor/dtype.h"
 #include "tensor/reduce.h"
@@ -21,16 +23,6 @@ const char* CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kCrossCheck: return "crosscheck";
   }
   return "unknown";
-}
-
-uint64_t FrameFingerprint(const FrameHeader& header) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
-  for (size_t i = 0; i < sizeof(header); ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
 }
 
 std::string DescribeFrame(const FrameHeader& h) {
@@ -57,6 +49,24 @@ absl::Status CheckFrame(const FrameHeader& expected, const FrameHeader& got, int
   return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": mismatched collective with peer ", peer,
                                                  ": this rank issued ", DescribeFrame(expected), "; peer ", peer,
                                                  " sent ", DescribeFrame(got)));
+}
+
+FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag) {
+  FrameHeader header;
+  header.kind = args.kind;
+  header.seq = args.seq;
+  header.dtype = static_cast<uint8_t>(args.dtype);
+  header.reduce_op = static_cast<uint8_t>(args.op);
+  header.root = args.root;
+  header.count = args.count;
+  header.tag = tag;
+  return header;
+}
+
+std::string DescribeCollective(const CollectiveArgs& args) {
+  std::string frame = DescribeFrame(CollectiveHeader(args));
+  frame.resize(std::min(frame.size(), frame.rfind(" step ")));
+  return frame;
 }
 
 }  // namespace braid

@@ -10,10 +10,14 @@
 #ifndef BRAID_COLLECTIVES_TRANSPORT_FRAME_H_
 #define BRAID_COLLECTIVES_TRANSPORT_FRAME_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "base/deadline.h"
+#include "tensor/dtype.h"
+#include "tensor/reduce.h"
 
 namespace braid {
 
@@ -54,14 +58,32 @@ inline constexpr size_t kFrameHeaderBytes = sizeof(FrameHeader);
 // "allreduce seq 7 (count 1000, float32, sum) step 3, 4000 bytes".
 std::string DescribeFrame(const FrameHeader& header);
 
-// FNV-1a over the header's bytes: what native paths' agreement checks
-// compare across ranks.
-uint64_t FrameFingerprint(const FrameHeader& header);
-
 // OK when `got` is the frame `expected` describes. Otherwise kInvalidArgument
 // "rank R: mismatched collective with peer P: this rank issued <expected>,
 // peer P sent <got>", or kDataLoss for a frame that is not a braid frame.
 absl::Status CheckFrame(const FrameHeader& expected, const FrameHeader& got, int rank, int peer);
+
+// One collective as a rank issued it: what every frame of it carries (its
+// header) and how long it may take. The algorithms and the engines' own
+// collectives (NativeCollectives) take it alike.
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kNone;
+  uint64_t seq = 0;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = -1;
+  size_t count = 0;
+  Deadline deadline = absl::InfiniteFuture();
+  // Pipelining granularity.
+  size_t segment_bytes = size_t{256} << 10;
+};
+
+// The frame header of `args` at algorithm step `tag`: what each frame of the
+// collective carries, and how errors describe the collective.
+FrameHeader CollectiveHeader(const CollectiveArgs& args, uint32_t tag = 0);
+// "allreduce seq 7 (count 1000, float32, sum)": a frame's description without
+// its step and bytes (how native paths name a collective).
+std::string DescribeCollective(const CollectiveArgs& args);
 
 }  // namespace braid
 

@@ -44,6 +44,8 @@
 
 namespace braid {
 
+class NativeCollectives;
+
 using OpId = uint64_t;
 
 // What a rank lets its peers reach between two Syncs (SharedWindows): its
@@ -65,9 +67,6 @@ class SharedWindows {
   virtual ~SharedWindows() = default;
 
   size_t half_bytes() const { return half_bytes_; }
-  // A round of up to this many bytes is reduced whole by every rank (one
-  // Sync); a larger one is split, each rank reducing one slice.
-  size_t whole_round_bytes() const { return whole_round_bytes_; }
   // Starts the next round: its half of every rank's window, by rank.
   const std::vector<std::byte*>& NextRound() { return halves_[rounds_++ % 2]; }
 
@@ -90,9 +89,6 @@ class SharedWindows {
   // kernel copy to or from a peer's private memory: Linux cross-memory
   // attach, probed at set-up).
   virtual bool CanAccessPeers() const { return false; }
-  // Collectives whose slice per rank has this many bytes or more access the
-  // peers' buffers (when they can) instead of copying through the windows.
-  size_t peer_access_min_slice_bytes() const { return peer_access_min_slice_bytes_; }
   // What `peer` published with the last Sync this rank completed.
   virtual PeerBuffers Published(int peer) const = 0;
   // Copies `into.size()` bytes at `from` in `peer`'s memory into `into`.
@@ -102,8 +98,6 @@ class SharedWindows {
 
  protected:
   size_t half_bytes_ = 0;
-  size_t whole_round_bytes_ = 0;
-  size_t peer_access_min_slice_bytes_ = 0;
   std::vector<std::byte*> halves_[2];  // [half][rank]
   uint64_t rounds_ = 0;                // rounds started; every rank counts alike
 };
@@ -137,8 +131,15 @@ class Transport {
   // (best effort, they fail kAborted quoting it) and releases the
   // connections. Idempotent: the first cause wins. Never blocks for long.
   virtual void Abort(const absl::Status& cause) = 0;
+  // What the transport can do beyond point-to-point messages; the selector
+  // (collectives/selection.h) decides from these what runs.
   // The group's shared windows, or nullptr where ranks share no memory.
   virtual SharedWindows* shared_windows() { return nullptr; }
+  // The engine's own collectives (MPI's, NCCL's), or nullptr.
+  virtual NativeCollectives* native_collectives() { return nullptr; }
+  // True when payloads are device (CUDA) memory and only the engine's own
+  // collectives can run (nccl): braid's algorithms reduce on the host.
+  virtual bool device_memory_only() const { return false; }
 
  protected:
   Transport(int rank, int size) : rank_(rank), size_(size) {}

@@ -29,7 +29,7 @@ TEST_CASE("Communicator::Abort tells the peers at once, idle or not", "[collecti
     const std::vector<absl::Status> statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& ctx) -> absl::Status {
       HarnessBootstrap bootstrap(ctx);
       BRAID_ASSIGN_OR_RETURN(auto link, transport.create(bootstrap, DeadlineIn(absl::Seconds(20))));
-      CommunicatorOptions options;
+      CommunicatorOptions options = transport.communicator;
       options.timeout = absl::Seconds(30);  // the peers must not learn it from their deadline
       BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(link), options));
       BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({1024}, DType::kF32));

@@ -31,7 +31,7 @@ namespace {
 absl::Status Conformance(RankContext& context, const NamedTransport& transport_kind) {
   HarnessBootstrap bootstrap(context);
   BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-  CommunicatorOptions options;
+  CommunicatorOptions options = transport_kind.communicator;
   options.segment_bytes = 1024;  // small segments: many pipeline steps even at test sizes
   BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), options));
   return RunConformance(*comm, context.deadline());
@@ -66,7 +66,7 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
       auto statuses = RunRanks(n, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
         HarnessBootstrap bootstrap(context);
         BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
+        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), transport_kind.communicator));
         const size_t count = (size_t{16} << 20) / 4 + 3;
         BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({static_cast<int64_t>(count)}, DType::kF32));
         // Inexact floats: rounding depends on the order of additions, so only
@@ -154,7 +154,7 @@ TEST_CASE("Collectives: ranks that disagree on the count all get a clear error",
       auto statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
         HarnessBootstrap bootstrap(context);
         BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
+        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), transport_kind.communicator));
         const int64_t count = context.rank() == 0 ? 100 : 200;
         BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({count}, DType::kF32));
         CallOptions call;
@@ -192,7 +192,7 @@ TEST_CASE("Collectives: a rank killed mid-collective fails the others within sec
       auto statuses = RunRanks(4, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
         HarnessBootstrap bootstrap(context);
         BRAID_ASSIGN_OR_RETURN(auto transport, transport_kind.create(bootstrap, context.deadline()));
-        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport)));
+        BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), transport_kind.communicator));
         BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({int64_t{4} << 20}, DType::kF32));
         CallOptions call;
         call.algorithm = algorithm;

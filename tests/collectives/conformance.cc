@@ -47,11 +47,23 @@ absl::Status EveryCollective(Suite& suite, bool all_ops, const ConformanceOption
 
 }  // namespace
 
-absl::Status RunConformance(Communicator& comm, Deadline deadline, const ConformanceOptions& options) {
+absl::Status RunConformance(Communicator& comm, Deadline deadline, const ConformanceOptions& asked) {
   Suite suite{comm, deadline, comm.size(), comm.rank()};
-  suite.device = options.device;
+  suite.device = asked.device;
   const bool full = FullMatrix();
+  // Only the paths this transport has (window and peer-access need shm).
+  auto runs = [&](CollectiveKind kind, Algorithm algorithm) {
+    CallOptions call;
+    call.algorithm = algorithm;
+    return comm.AlgorithmFor(kind, 1, DType::kF32, call).ok();
+  };
+  ConformanceOptions options = asked;
+  options.allreduce_algorithms.clear();
+  for (Algorithm algorithm : asked.allreduce_algorithms) {
+    if (runs(CollectiveKind::kAllReduce, algorithm)) options.allreduce_algorithms.push_back(algorithm);
+  }
   std::vector<Algorithm> others = {Algorithm::kAuto};
+  if (runs(CollectiveKind::kReduceScatter, Algorithm::kPeerAccess)) others.push_back(Algorithm::kPeerAccess);
   if (options.native_others) others.push_back(Algorithm::kNative);
   for (Algorithm other : others) {
     suite.others = other;

@@ -33,7 +33,7 @@ std::vector<absl::Status> RunDetail(const std::function<absl::Status(Communicato
     std::vector<absl::Status> statuses = RunRanks(3, RankMode::kProcesses, [&](RankContext& ctx) -> absl::Status {
       HarnessBootstrap bootstrap(ctx);
       BRAID_ASSIGN_OR_RETURN(auto link, transport.create(bootstrap, DeadlineIn(absl::Seconds(20))));
-      CommunicatorOptions options;
+      CommunicatorOptions options = transport.communicator;
       options.timeout = absl::Seconds(20);
       BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(link), options));
       return Annotate(body(*comm, ctx.rank()), transport.name);

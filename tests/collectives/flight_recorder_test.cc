@@ -22,7 +22,7 @@ CollectiveArgs Args(uint64_t seq, size_t count) {
 TEST_CASE("FlightRecorder: the newest entries, oldest first, with their states", "[flight]") {
   FlightRecorder recorder(0, 2, "shm", 4);
   for (uint64_t seq = 1; seq <= 6; ++seq) {
-    recorder.Queued(Args(seq, seq * 10), seq * 40);
+    recorder.Queued(Args(seq, seq * 10), seq * 40, "ring");
     if (seq <= 5) recorder.Running(seq);
     if (seq <= 4) recorder.Finished(seq, absl::OkStatus());
   }
@@ -39,6 +39,7 @@ TEST_CASE("FlightRecorder: the newest entries, oldest first, with their states",
   const std::string json = recorder.ToJson("test");
   CHECK(absl::StrContains(json, "\"seq\": 5, \"op\": \"allreduce\""));
   CHECK(absl::StrContains(json, "\"state\": \"failed\""));
+  CHECK(absl::StrContains(json, "\"algorithm\": \"ring\""));
 }
 
 }  // namespace

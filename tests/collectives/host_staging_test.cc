@@ -49,7 +49,7 @@ std::vector<absl::Status> OnCommunicators(int n, const NamedTransport& named,
       [&named, fn](RankContext& ctx) -> absl::Status {
         HarnessBootstrap bootstrap(ctx);
         BRAID_ASSIGN_OR_RETURN(auto transport, named.create(bootstrap, ctx.deadline()));
-        CommunicatorOptions comm_options;
+        CommunicatorOptions comm_options = named.communicator;
         comm_options.segment_bytes = 1024;  // many pipeline steps at test sizes
         comm_options.timeout = absl::Seconds(60);
         BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), comm_options));

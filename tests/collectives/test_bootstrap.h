@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 #include "tests/harness/run_ranks.h"
 
 namespace braid::testing {

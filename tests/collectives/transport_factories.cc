@@ -16,25 +16,30 @@ TransportFactory FactoryOf(Options options) {
   };
 }
 
-// Shared windows of one page, sliced above 1 KiB: the direct all-reduce runs
-// several rounds, split in slices, at the suite's sizes; or, where the
-// machine allows cross-memory copies, it reads and writes the peers' buffers
-// at every size.
+// Shared windows of one page: the window all-reduce runs several rounds at
+// the suite's sizes; or, where the machine allows cross-memory copies, the
+// peer-access paths run.
 ShmTransportOptions SmallWindows(bool peer_access) {
   ShmTransportOptions options;
   options.window_half_bytes = 4096;
-  options.window_whole_round_bytes = 1024;
   options.peer_access = peer_access;
-  options.peer_access_min_slice_bytes = 0;
+  return options;
+}
+
+// Rounds above 1 KiB split in slices, and peer access at every size.
+CommunicatorOptions SmallThresholds() {
+  CommunicatorOptions options;
+  options.thresholds.window_whole_round_bytes = 1024;
+  options.thresholds.peer_access_min_slice_bytes = 0;
   return options;
 }
 
 }  // namespace
 
 std::vector<NamedTransport> AllTransports() {
-  return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{})},
-          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/true))},
-          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/false))}};
+  return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{}), {}},
+          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/true)), SmallThresholds()},
+          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/false)), SmallThresholds()}};
 }
 
 }  // namespace braid::testing

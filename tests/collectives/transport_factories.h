@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectives/bootstrap.h"
+#include "collectives/communicator.h"
+#include "collectives/transport/bootstrap.h"
 #include "collectives/transport/transport.h"
 
 namespace braid::testing {
@@ -18,6 +19,9 @@ using TransportFactory = std::function<absl::StatusOr<std::unique_ptr<Transport>
 struct NamedTransport {
   std::string name;
   TransportFactory create;
+  // What a communicator over it takes in the suites: thresholds that force
+  // every path (window rounds, slices, peer access) at the suites' sizes.
+  CommunicatorOptions communicator;
 };
 
 std::vector<NamedTransport> AllTransports();

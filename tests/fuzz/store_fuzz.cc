@@ -13,7 +13,7 @@
 #include "base/auth.h"
 #include "base/fd.h"
 #include "base/logging.h"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 
 namespace {
 

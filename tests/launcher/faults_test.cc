@@ -19,7 +19,7 @@
 #include "base/auth.h"
 #include "base/fd.h"
 #include "catch2/catch.hpp"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 #include "tests/harness/subprocess.h"
 #include "tests/launcher/launcher_test_util.h"
 

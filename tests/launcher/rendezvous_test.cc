@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "catch2/catch.hpp"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 
 namespace braid {
 namespace {

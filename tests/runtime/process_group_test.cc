@@ -36,7 +36,7 @@
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "runtime/process_group.h"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 #include "runtime/worker_env.h"
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"

@@ -14,7 +14,7 @@
 #include "base/auth.h"
 #include "base/fd.h"
 #include "catch2/catch.hpp"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 #include "collectives/transport/frame.h"
 #include "collectives/transport/tcp/tcp_transport.h"
 #include "tests/harness/stderr_capture.h"

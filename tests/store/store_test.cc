@@ -1,10 +1,10 @@
-// Tests of runtime/store: Store semantics through TcpStore and StoreServer over
+// Tests of store/: Store semantics through TcpStore and StoreServer over
 // real loopback sockets (servers on port 0), blocking and deadlines, many
 // concurrent clients (threads and forked processes), PrefixStore, hostile
 // frames on the wire, server shutdown under a blocked client, and connecting
 // to nothing. Worker threads never assert: they return a Status and the main
 // thread checks it (Catch2 v2 is not thread-safe).
-#include "runtime/store/store.h"
+#include "store/store.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -36,7 +36,7 @@
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "tests/harness/stderr_capture.h"
-#include "runtime/store/tcp_store.h"
+#include "store/tcp_store.h"
 #include "tests/harness/run_ranks.h"
 
 namespace braid {

@@ -30,7 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 
 namespace braid {
 

@@ -15,10 +15,6 @@
 namespace braid {
 namespace {
 
-BRAID_ENV_KNOB(kNativeCheckKnob, "BRAID_MPI_NATIVE_CHECK", "1",
-               "Before each native MPI collective, check in one small MPI_Iallreduce that every rank issued the same "
-               "one (0: skip).");
-
 // MPI tags on the transport's own communicator.
 constexpr int kFrameTag = 1;    // a header, with an inline payload
 constexpr int kPayloadTag = 2;  // a large payload, after its header
@@ -85,14 +81,8 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create(Bootstrap& bo
   if (options.inline_bytes > kMaxAbortText * 16) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": inline_bytes ", options.inline_bytes, " is too large"));
   }
-  bool native_check = true;
-  if (options.native_check.has_value()) {
-    native_check = *options.native_check;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(native_check, kNativeCheckKnob.Bool());
-  }
   BRAID_ASSIGN_OR_RETURN(MPI_Comm comm, DuplicateWorld(deadline, who));
-  std::unique_ptr<MpiTransport> transport(new MpiTransport(world_rank, world_size, comm, options, native_check));
+  std::unique_ptr<MpiTransport> transport(new MpiTransport(world_rank, world_size, comm, options));
   for (DType dtype : kAllDTypes) {
     if (!NeedsUserOp(dtype)) continue;
     for (ReduceOp op : kUserOps) {
@@ -105,11 +95,10 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create(Bootstrap& bo
   return transport;
 }
 
-MpiTransport::MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options, bool native_check)
+MpiTransport::MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options)
     : Transport(rank, size),
       comm_(comm),
       options_(options),
-      native_check_(native_check),
       sends_(static_cast<size_t>(size)),
       recvs_(static_cast<size_t>(size)),
       peer_failure_(static_cast<size_t>(size)),
@@ -545,33 +534,18 @@ absl::Status MpiTransport::WaitNative(MPI_Request* request, int rc, const Collec
                                        : ""));
 }
 
-absl::Status MpiTransport::CheckAgreement(const CollectiveArgs& args) {
-  if (!aborted_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", rank(), ": mpi transport was aborted: ", aborted_.message()));
-  }
-  if (!native_check_ || size() == 1) return absl::OkStatus();
-  FrameHeader mine = CollectiveHeader(args);
-  const uint64_t hash = FrameFingerprint(mine);
-  // AND over [h, ~h] equals [h, ~h] on every rank exactly when all h agree:
-  // a bit where two ranks differ clears both words' bit, which each of them sees.
-  uint64_t in[2] = {hash, ~hash};
-  uint64_t out[2] = {0, 0};
+absl::Status MpiTransport::CheckUsable() const {
+  if (aborted_.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("rank ", rank(), ": mpi transport was aborted: ", aborted_.message()));
+}
+
+absl::Status MpiTransport::NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
+                                               absl::Span<FrameHeader> all) {
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   MPI_Request request = MPI_REQUEST_NULL;
-  int rc = MPI_Iallreduce(in, out, 2, MPI_UINT64_T, MPI_BAND, comm_, &request);
-  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Iallreduce (agreement check)"));
-  if (out[0] == hash && out[1] == ~hash) return absl::OkStatus();
-  // They disagree: every rank saw it; gather what each issued for the message.
-  std::vector<FrameHeader> all(static_cast<size_t>(size()));
-  rc = MPI_Iallgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, comm_, &request);
-  BRAID_RETURN_IF_ERROR(WaitNative(&request, rc, args, "MPI_Iallgather (agreement check)"));
-  std::string text = absl::StrCat("rank ", rank(), ": mismatched collective (native MPI): this rank issued ",
-                                  DescribeFrame(mine));
-  for (int peer = 0; peer < size(); ++peer) {
-    if (FrameFingerprint(all[static_cast<size_t>(peer)]) == hash) continue;
-    absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[static_cast<size_t>(peer)]));
-  }
-  return absl::InvalidArgumentError(text);
+  const int rc = MPI_Iallgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, comm_, &request);
+  return WaitNative(&request, rc, args, "MPI_Iallgather (agreement check)");
 }
 
 absl::Status MpiTransport::FinishAvg(const CollectiveArgs& args, absl::Span<std::byte> result) const {
@@ -583,7 +557,7 @@ absl::Status MpiTransport::NativeAllReduce(const CollectiveArgs& args, absl::Spa
                                            absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
   BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const void* send = input.data() == output.data() ? MPI_IN_PLACE : input.data();
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(send, output.data(), static_cast<int>(args.count), type, op, comm_, &request);
@@ -595,7 +569,7 @@ absl::Status MpiTransport::NativeReduceScatter(const CollectiveArgs& args, absl:
                                                absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
   BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Ireduce_scatter_block(input.data(), output.data(), static_cast<int>(args.count), type, op, comm_,
                                            &request);
@@ -606,7 +580,7 @@ absl::Status MpiTransport::NativeReduceScatter(const CollectiveArgs& args, absl:
 absl::Status MpiTransport::NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                            absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const size_t chunk = args.count * DTypeSize(args.dtype);
   const bool in_place = chunk > 0 && input.data() == output.data() + static_cast<size_t>(rank()) * chunk;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -618,7 +592,7 @@ absl::Status MpiTransport::NativeAllGather(const CollectiveArgs& args, absl::Spa
 
 absl::Status MpiTransport::NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Ibcast(buffer.data(), static_cast<int>(args.count), type, args.root, comm_, &request);
   return WaitNative(&request, rc, args, "MPI_Ibcast");
@@ -628,7 +602,7 @@ absl::Status MpiTransport::NativeReduce(const CollectiveArgs& args, absl::Span<c
                                         absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
   BRAID_ASSIGN_OR_RETURN(MPI_Op op, NativeOp(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const bool root = rank() == args.root;
   const void* send = root && input.data() == output.data() ? MPI_IN_PLACE : input.data();
   MPI_Request request = MPI_REQUEST_NULL;
@@ -639,7 +613,7 @@ absl::Status MpiTransport::NativeReduce(const CollectiveArgs& args, absl::Span<c
 }
 
 absl::Status MpiTransport::NativeBarrier(const CollectiveArgs& args) {
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Ibarrier(comm_, &request);
   return WaitNative(&request, rc, args, "MPI_Ibarrier");
@@ -648,7 +622,7 @@ absl::Status MpiTransport::NativeBarrier(const CollectiveArgs& args) {
 absl::Status MpiTransport::NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                           absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(MPI_Datatype type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   MPI_Request request = MPI_REQUEST_NULL;
   const int count = static_cast<int>(args.count);
   const int rc = MPI_Ialltoall(input.data(), count, type, output.data(), count, type, comm_, &request);

@@ -32,10 +32,9 @@
 // use MPI's built-in ops; f16 and bf16 (no MPI type) and i8/u8 (Open MPI
 // 4.1's AVX op saturates 8-bit sums instead of wrapping) use user-defined
 // MPI ops that run braid's own kernels; avg is MPI_SUM then a local division.
-// Before each native collective the ranks check in one small MPI_Iallreduce
-// that they all issued the same one (kind, seq, count, dtype, op, root); a
-// difference is a clear kInvalidArgument naming every rank's collective
-// (BRAID_MPI_NATIVE_CHECK=0 skips the check). A native collective that passes
+// Before each native collective the communicator checks, through
+// NativeGatherHeaders (one small MPI_Iallgather), that every rank issued the
+// same one (collectives/agreement.h; BRAID_DEBUG=off skips it). A native collective that passes
 // its deadline cannot be cancelled: MPI may still write its output if the
 // missing ranks join later, which is why the communicator aborts.
 //
@@ -56,9 +55,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
-#include "collectives/algorithms.h"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 #include "collectives/transport/mpi/mpi_runtime.h"
+#include "collectives/transport/native_collectives.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -67,9 +66,6 @@ struct MpiTransportOptions {
   // Payloads up to this size travel inside the header's message (4 KiB in
   // all: Open MPI's shared-memory eager limit, so one copy-in, one copy-out).
   size_t inline_bytes = 4096 - kFrameHeaderBytes;
-  // Check before each native collective that every rank issued the same one;
-  // unset: BRAID_MPI_NATIVE_CHECK (default on).
-  absl::optional<bool> native_check;
 };
 
 class MpiTransport final : public Transport, public NativeCollectives {
@@ -88,8 +84,11 @@ class MpiTransport final : public Transport, public NativeCollectives {
   absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) override;
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   void Abort(const absl::Status& cause) override;
+  NativeCollectives* native_collectives() override { return this; }
 
   const char* native_name() const override { return "MPI"; }
+  absl::Status NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
+                                   absl::Span<FrameHeader> all) override;
   absl::Status NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                absl::Span<std::byte> output) override;
   absl::Status NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
@@ -124,7 +123,7 @@ class MpiTransport final : public Transport, public NativeCollectives {
     int payload;  // -1: the op's first message, else its payload message index
   };
 
-  MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options, bool native_check);
+  MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options);
   absl::Status CheckPeer(int peer) const;
   absl::Status PostAbortReceive();
   // One MPI_Testsome over everything pending, then the state machines.
@@ -142,14 +141,14 @@ class MpiTransport final : public Transport, public NativeCollectives {
   // Native helpers.
   absl::StatusOr<MPI_Datatype> NativeType(const CollectiveArgs& args) const;
   absl::StatusOr<MPI_Op> NativeOp(const CollectiveArgs& args) const;
-  absl::Status CheckAgreement(const CollectiveArgs& args);
+  // kFailedPrecondition once aborted.
+  absl::Status CheckUsable() const;
   absl::Status WaitNative(MPI_Request* request, int rc, const CollectiveArgs& args, const char* call);
   absl::Status FinishAvg(const CollectiveArgs& args, absl::Span<std::byte> result) const;
   std::string NativeWhat(const CollectiveArgs& args) const;
 
   MPI_Comm comm_;
   const MpiTransportOptions options_;
-  const bool native_check_;
   OpId next_id_ = 1;
   absl::node_hash_map<OpId, Op> ops_;
   std::vector<std::deque<OpId>> sends_;  // per peer, posting order

@@ -20,14 +20,11 @@ namespace {
 BRAID_ENV_KNOB(kNcclAvgKnob, "BRAID_NCCL_AVG", "0",
                "1: native avg on the nccl transport is ncclAvg (one pass; floats may differ in the last bit from "
                "sum-then-divide when the group size is not a power of two). 0: ncclSum, then one division.");
-BRAID_ENV_KNOB(kNcclCheckKnob, "BRAID_NCCL_NATIVE_CHECK", "1",
-               "Before each native NCCL collective, check in one 16-byte ncclAllReduce that every rank issued the "
-               "same one (0: skip).");
 
 // How long the destructor lets ncclCommFinalize flush before aborting.
 constexpr absl::Duration kFinalizeBudget = absl::Seconds(10);
-// Small device/pinned buffers: the agreement check's words, the barrier's
-// element, a mismatch report's headers (room for 64 ranks' FrameHeaders).
+// Small device/pinned buffers: the barrier's element, the agreement check's
+// headers (at least room for 64 ranks' FrameHeaders).
 constexpr size_t kScratchBytes = 64 * sizeof(FrameHeader);
 // Point-to-point header slots, one per op in a launch.
 constexpr size_t kSlotBytes = 64;
@@ -107,16 +104,10 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(Bootstrap& 
         absl::StrCat(who, ": this process sees ", devices, " CUDA device(s) (each rank needs its own GPU)"));
   }
   bool nccl_avg = false;
-  bool native_check = true;
   if (options.nccl_avg.has_value()) {
     nccl_avg = *options.nccl_avg;
   } else {
     BRAID_ASSIGN_OR_RETURN(nccl_avg, kNcclAvgKnob.Bool());
-  }
-  if (options.native_check.has_value()) {
-    native_check = *options.native_check;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(native_check, kNcclCheckKnob.Bool());
   }
   // Rank 0 makes the id; the bootstrap carries it to everyone.
   ncclUniqueId id;
@@ -136,21 +127,24 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(Bootstrap& 
   }
   std::memcpy(&id, all[0].data(), sizeof(id));
   std::unique_ptr<NcclTransport> transport(
-      new NcclTransport(bootstrap.rank(), bootstrap.size(), device, options, nccl_avg, native_check));
+      new NcclTransport(bootstrap.rank(), bootstrap.size(), device, options, nccl_avg));
   BRAID_RETURN_IF_ERROR(Annotate(transport->Init(id, deadline), who));
   return transport;
 }
 
-NcclTransport::NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg,
-                             bool native_check)
-    : Transport(rank, size), device_(device), options_(options), nccl_avg_(nccl_avg), native_check_(native_check) {}
+NcclTransport::NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg)
+    : Transport(rank, size),
+      device_(device),
+      options_(options),
+      nccl_avg_(nccl_avg),
+      scratch_bytes_(std::max(kScratchBytes, static_cast<size_t>(size) * sizeof(FrameHeader))) {}
 
 absl::Status NcclTransport::Init(const ncclUniqueId& id, Deadline deadline) {
   BRAID_RETURN_IF_ERROR(MakeCurrent());
   BRAID_RETURN_IF_ERROR(CudaError(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   BRAID_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"));
-  BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&device_scratch_, kScratchBytes), "cudaMalloc"));
-  BRAID_RETURN_IF_ERROR(CudaError(cudaMallocHost(&host_scratch_, kScratchBytes), "cudaMallocHost"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&device_scratch_, scratch_bytes_), "cudaMalloc"));
+  BRAID_RETURN_IF_ERROR(CudaError(cudaMallocHost(&host_scratch_, scratch_bytes_), "cudaMallocHost"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so that init (and every later call) can honour a deadline
   const ncclResult_t result = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
@@ -452,55 +446,29 @@ absl::Status NcclTransport::FinishAvg(const CollectiveArgs& args, void* data, si
   return absl::OkStatus();
 }
 
-absl::Status NcclTransport::CheckAgreement(const CollectiveArgs& args) {
+absl::Status NcclTransport::NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
+                                                absl::Span<FrameHeader> all) {
   BRAID_RETURN_IF_ERROR(CheckUsable());
-  if (!native_check_ || size() == 1) return absl::OkStatus();
   const std::string what = absl::StrCat(NativeWhat(args), " (agreement check)");
-  const FrameHeader mine = CollectiveHeader(args);
-  const uint64_t hash = FrameFingerprint(mine);
-  // Min over [h, ~h] equals [h, ~h] on a rank exactly when no rank's h is
-  // smaller and none is larger: all agree. When they differ, every rank sees it.
-  auto* host = static_cast<uint64_t*>(host_scratch_);
-  host[0] = hash;
-  host[1] = ~hash;
-  BRAID_RETURN_IF_ERROR(
-      CudaError(cudaMemcpyAsync(device_scratch_, host, 16, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
-  BRAID_RETURN_IF_ERROR(Issued(ncclAllReduce(device_scratch_, device_scratch_, 2, ncclUint64, ncclMin, comm_, stream_),
-                               absl::StrCat("ncclAllReduce in ", what), args.deadline));
-  BRAID_RETURN_IF_ERROR(
-      CudaError(cudaMemcpyAsync(host, device_scratch_, 16, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
-  BRAID_RETURN_IF_ERROR(Sync(what, args.deadline));
-  if (host[0] == hash && host[1] == ~hash) return absl::OkStatus();
-  // They disagree, and every rank knows: gather what each issued for the message.
-  if (static_cast<size_t>(size()) * sizeof(FrameHeader) > kScratchBytes) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank(), ": mismatched collective (native NCCL): this rank issued ", DescribeFrame(mine))));
-  }
-  std::memcpy(host, &mine, sizeof(mine));
+  const size_t bytes = all.size() * sizeof(FrameHeader);
   auto* dev = static_cast<std::byte*>(device_scratch_);
-  BRAID_RETURN_IF_ERROR(
-      CudaError(cudaMemcpyAsync(dev + rank() * sizeof(mine), host, sizeof(mine), cudaMemcpyHostToDevice, stream_),
-                "cudaMemcpyAsync"));
+  std::memcpy(host_scratch_, &mine, sizeof(mine));
+  BRAID_RETURN_IF_ERROR(CudaError(
+      cudaMemcpyAsync(dev + rank() * sizeof(mine), host_scratch_, sizeof(mine), cudaMemcpyHostToDevice, stream_),
+      "cudaMemcpyAsync"));
   BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(dev + rank() * sizeof(mine), dev, sizeof(mine), ncclUint8, comm_, stream_),
                                absl::StrCat("ncclAllGather in ", what), args.deadline));
   BRAID_RETURN_IF_ERROR(
-      CudaError(cudaMemcpyAsync(host, dev, size() * sizeof(mine), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+      CudaError(cudaMemcpyAsync(host_scratch_, dev, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
   BRAID_RETURN_IF_ERROR(Sync(what, args.deadline));
-  std::string text =
-      absl::StrCat("rank ", rank(), ": mismatched collective (native NCCL): this rank issued ", DescribeFrame(mine));
-  const auto* all = reinterpret_cast<const FrameHeader*>(host_scratch_);
-  for (int peer = 0; peer < size(); ++peer) {
-    if (FrameFingerprint(all[peer]) == hash) continue;
-    absl::StrAppend(&text, "; rank ", peer, " issued ", DescribeFrame(all[peer]));
-  }
-  // The ranks' streams no longer line up: nothing after this can be trusted.
-  return Fail(absl::InvalidArgumentError(text));
+  std::memcpy(all.data(), host_scratch_, bytes);
+  return absl::OkStatus();
 }
 
 absl::Status NcclTransport::NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                             absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   BRAID_RETURN_IF_ERROR(
       Issued(ncclAllReduce(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
@@ -512,7 +480,7 @@ absl::Status NcclTransport::NativeAllReduce(const CollectiveArgs& args, absl::Sp
 absl::Status NcclTransport::NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                                 absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   BRAID_RETURN_IF_ERROR(
       Issued(ncclReduceScatter(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
@@ -524,7 +492,7 @@ absl::Status NcclTransport::NativeReduceScatter(const CollectiveArgs& args, absl
 absl::Status NcclTransport::NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                             absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   // In place when input is output's own block: NCCL's rule too.
   BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(input.data(), output.data(), args.count, type, comm_, stream_),
@@ -534,7 +502,7 @@ absl::Status NcclTransport::NativeAllGather(const CollectiveArgs& args, absl::Sp
 
 absl::Status NcclTransport::NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   BRAID_RETURN_IF_ERROR(Issued(ncclBroadcast(buffer.data(), buffer.data(), args.count, type, args.root, comm_, stream_),
                                absl::StrCat("ncclBroadcast in ", what), args.deadline));
@@ -544,7 +512,7 @@ absl::Status NcclTransport::NativeBroadcast(const CollectiveArgs& args, absl::Sp
 absl::Status NcclTransport::NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                          absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   const bool root = rank() == args.root;
   BRAID_RETURN_IF_ERROR(Issued(ncclReduce(input.data(), root ? output.data() : nullptr, args.count, type,
@@ -555,7 +523,7 @@ absl::Status NcclTransport::NativeReduce(const CollectiveArgs& args, absl::Span<
 }
 
 absl::Status NcclTransport::NativeBarrier(const CollectiveArgs& args) {
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   // NCCL has no barrier: a one-element all-reduce completes on a rank only
   // once every rank has contributed.
@@ -567,7 +535,7 @@ absl::Status NcclTransport::NativeBarrier(const CollectiveArgs& args) {
 absl::Status NcclTransport::NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                            absl::Span<std::byte> output) {
   BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckAgreement(args));
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   const std::string what = NativeWhat(args);
   const size_t block = args.count * DTypeSize(args.dtype);
   BRAID_RETURN_IF_ERROR(Issued(ncclGroupStart(), absl::StrCat("ncclGroupStart in ", what), args.deadline));

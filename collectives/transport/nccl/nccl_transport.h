@@ -8,11 +8,11 @@
 // ncclSend/ncclRecv), plus the Transport's point-to-point PostSend/PostRecv
 // over ncclSend/ncclRecv, so Communicator::Send/Recv work on CUDA tensors.
 //
-// What it is NOT: a transport braid's own algorithms (ring, tree, rhd,
-// direct, chain) can run over. Those reduce with HostReduce on host spans;
-// over device memory they would need device-side reduction (CudaReduce) in
-// collectives/algorithms.cc. So the communicator runs every collective on an
-// "nccl" transport natively, whatever BRAID_ALGO says (communicator.cc).
+// What it is NOT: a transport braid's own algorithms (ring, tree, rhd, ...)
+// can run over. Those reduce with HostReduce on host spans; over device
+// memory they would need device-side reduction. So it reports
+// device_memory_only(), and the selector runs every collective on it
+// natively, whatever BRAID_ALGO says (collectives/selection.h).
 //
 // Set-up: rank 0 creates the ncclUniqueId and the bootstrap's AllGather
 // hands it to every rank; the communicator is created with
@@ -68,8 +68,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
-#include "collectives/algorithms.h"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
+#include "collectives/transport/native_collectives.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -77,9 +77,6 @@ namespace braid {
 struct NcclTransportOptions {
   // avg as ncclAvg instead of ncclSum + one division; unset: BRAID_NCCL_AVG (default 0).
   absl::optional<bool> nccl_avg;
-  // Before each native collective, check in one 16-byte ncclAllReduce (min)
-  // that every rank issued the same one; unset: BRAID_NCCL_NATIVE_CHECK (default 1).
-  absl::optional<bool> native_check;
 };
 
 class NcclTransport final : public Transport, public NativeCollectives {
@@ -103,8 +100,12 @@ class NcclTransport final : public Transport, public NativeCollectives {
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   // ncclCommAbort; fails what is pending. The peers are not told (NCCL cannot).
   void Abort(const absl::Status& cause) override;
+  NativeCollectives* native_collectives() override { return this; }
+  bool device_memory_only() const override { return true; }
 
   const char* native_name() const override { return "NCCL"; }
+  absl::Status NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
+                                   absl::Span<FrameHeader> all) override;
   absl::Status NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
                                absl::Span<std::byte> output) override;
   absl::Status NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
@@ -134,7 +135,7 @@ class NcclTransport final : public Transport, public NativeCollectives {
     absl::Status status;
   };
 
-  NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg, bool native_check);
+  NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg);
   absl::Status Init(const ncclUniqueId& id, Deadline deadline);
   absl::Status MakeCurrent() const;
   absl::Status CheckUsable() const;
@@ -155,18 +156,18 @@ class NcclTransport final : public Transport, public NativeCollectives {
   std::string NativeWhat(const CollectiveArgs& args) const;
   absl::StatusOr<ncclDataType_t> NativeType(const CollectiveArgs& args) const;
   ncclRedOp_t NativeOp(const CollectiveArgs& args) const;
-  absl::Status CheckAgreement(const CollectiveArgs& args);
   // For avg without ncclAvg: one division of `count` elements at `data`.
   absl::Status FinishAvg(const CollectiveArgs& args, void* data, size_t count);
 
   const int device_;
   const NcclTransportOptions options_;
   const bool nccl_avg_;
-  const bool native_check_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t event_ = nullptr;
-  // Small device and pinned host buffers: the barrier's element, the agreement check.
+  // Small device and pinned host buffers of scratch_bytes_: the barrier's
+  // element, the agreement check's headers.
+  const size_t scratch_bytes_;
   void* device_scratch_ = nullptr;
   void* host_scratch_ = nullptr;
   absl::Status aborted_;  // non-OK once aborted or failed

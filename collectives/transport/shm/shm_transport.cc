@@ -202,8 +202,6 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   if (options.window_half_bytes > 0) {
     BRAID_RETURN_IF_ERROR(ProbePeerAccess(bootstrap, deadline, options.peer_access));
     half_bytes_ = options.window_half_bytes;
-    whole_round_bytes_ = options.window_whole_round_bytes;
-    peer_access_min_slice_bytes_ = options.peer_access_min_slice_bytes;
     const size_t offset = shm_internal::WindowOffset(n, ring_bytes_);
     for (int half = 0; half < 2; ++half) {
       for (const Mapping& mapping : mappings_) {

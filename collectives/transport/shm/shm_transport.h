@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
-#include "collectives/bootstrap.h"
+#include "collectives/transport/bootstrap.h"
 #include "collectives/transport/stream_transport.h"
 
 namespace braid {
@@ -41,20 +41,12 @@ struct ShmTransportOptions {
   // Bytes in each half of this rank's shared window (SharedWindows; a
   // multiple of 4096, 0 for none): the direct algorithms' round size.
   size_t window_half_bytes = size_t{1} << 20;
-  // Rounds up to this many bytes are reduced whole by every rank; larger ones
-  // are split into one slice per rank (SharedWindows::whole_round_bytes).
-  size_t window_whole_round_bytes = size_t{16} << 10;
-  // Let the direct all-reduce read the peers' inputs and write their outputs
-  // with one kernel copy (process_vm_readv/writev) instead of copying
+  // Let the direct collectives read the peers' inputs and write their
+  // outputs with one kernel copy (process_vm_readv/writev) instead of copying
   // through the windows; used only where a set-up probe finds both work
-  // between every pair (containers often forbid them).
+  // between every pair (containers often forbid them). When they pay off is
+  // the selector's call (collectives/selection.h).
   bool peer_access = true;
-  // ... where each rank's slice has at least this many bytes: below it the
-  // system calls (two per peer and slice) cost more than the copies they
-  // save. Measured here (busbw, against the windows): 2 ranks +80 % at
-  // 64 KiB, 2x at 1 MiB; 4 ranks on 2 cores even at 128 KiB, -35 % at
-  // 64 KiB, +30-50 % at 1-4 MiB.
-  size_t peer_access_min_slice_bytes = size_t{32} << 10;
 };
 
 namespace shm_internal {

@@ -3,8 +3,8 @@
 // that runtime/ implements over the rendezvous store (or over MPI under
 // mpirun), and tests implement over their harness. Transports see only this,
 // never the store.
-#ifndef BRAID_COLLECTIVES_BOOTSTRAP_H_
-#define BRAID_COLLECTIVES_BOOTSTRAP_H_
+#ifndef BRAID_COLLECTIVES_TRANSPORT_BOOTSTRAP_H_
+#define BRAID_COLLECTIVES_TRANSPORT_BOOTSTRAP_H_
 
 #include <string>
 #include <vector>
@@ -27,4 +27,4 @@ class Bootstrap {
 
 }  // namespace braid
 
-#endif  // BRAID_COLLECTIVES_BOOTSTRAP_H_
+#endif  // BRAID_COLLECTIVES_TRANSPORT_BOOTSTRAP_H_

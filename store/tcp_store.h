@@ -43,8 +43,8 @@
 // over max_frame_bytes closes that connection; the length is checked before
 // anything is allocated for the payload. A client sends one request and waits
 // for its response before the next.
-#ifndef BRAID_RUNTIME_STORE_TCP_STORE_H_
-#define BRAID_RUNTIME_STORE_TCP_STORE_H_
+#ifndef BRAID_STORE_TCP_STORE_H_
+#define BRAID_STORE_TCP_STORE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +62,7 @@
 #include "base/auth.h"
 #include "base/deadline.h"
 #include "base/fd.h"
-#include "runtime/store/store.h"
+#include "store/store.h"
 
 namespace braid {
 
@@ -195,4 +195,4 @@ class TcpStore : public Store {
 
 }  // namespace braid
 
-#endif  // BRAID_RUNTIME_STORE_TCP_STORE_H_
+#endif  // BRAID_STORE_TCP_STORE_H_

@@ -1,4 +1,4 @@
-#include "runtime/store/wire.h"
+#include "store/wire.h"
 
 #include "absl/strings/str_cat.h"
 

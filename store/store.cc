@@ -1,4 +1,4 @@
-#include "runtime/store/store.h"
+#include "store/store.h"
 
 #include <utility>
 

@@ -44,8 +44,8 @@
 #include "base/logging.h"
 #include "base/status.h"
 #include "base/mutex.h"
-#include "runtime/store/tcp_store.h"
-#include "runtime/store/wire.h"
+#include "store/tcp_store.h"
+#include "store/wire.h"
 
 namespace braid {
 namespace store_internal {

@@ -4,13 +4,13 @@
 // that do not exist yet (Get, Wait) with a deadline, never forever. Counters
 // (Add) are ordinary keys whose value is decimal text, so Get reads them too.
 //
-// Store is an interface; TcpStore (runtime/store/tcp_store.h) is the client of
+// Store is an interface; TcpStore (store/tcp_store.h) is the client of
 // a StoreServer over TCP, and PrefixStore (below) namespaces any Store.
 // Every implementation is thread-safe: any thread may call any method, and
 // every fallible call returns a Status (kDeadlineExceeded at a deadline,
 // kUnavailable when the store cannot be reached), never throws.
-#ifndef BRAID_RUNTIME_STORE_STORE_H_
-#define BRAID_RUNTIME_STORE_STORE_H_
+#ifndef BRAID_STORE_STORE_H_
+#define BRAID_STORE_STORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -104,4 +104,4 @@ class PrefixStore : public Store {
 
 }  // namespace braid
 
-#endif  // BRAID_RUNTIME_STORE_STORE_H_
+#endif  // BRAID_STORE_STORE_H_

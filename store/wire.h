@@ -1,10 +1,10 @@
 // The store's wire format, shared by StoreServer and TcpStore (internal to
-// runtime/store; the format itself is documented in tcp_store.h). A
+// store/; the format itself is documented in tcp_store.h). A
 // FrameWriter builds one length-prefixed frame; a FieldReader walks a
 // received payload and reports truncation instead of reading past its end.
 // Both are plain values used by one thread at a time.
-#ifndef BRAID_RUNTIME_STORE_WIRE_H_
-#define BRAID_RUNTIME_STORE_WIRE_H_
+#ifndef BRAID_STORE_WIRE_H_
+#define BRAID_STORE_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -69,4 +69,4 @@ uint32_t DecodeU32(const char* data);
 
 }  // namespace braid::store_internal
 
-#endif  // BRAID_RUNTIME_STORE_WIRE_H_
+#endif  // BRAID_STORE_WIRE_H_

@@ -15,8 +15,8 @@
 #include "base/fd.h"
 #include "base/status.h"
 #include "base/mutex.h"
-#include "runtime/store/tcp_store.h"
-#include "runtime/store/wire.h"
+#include "store/tcp_store.h"
+#include "store/wire.h"
 
 namespace braid {
 namespace {

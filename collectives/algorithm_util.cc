@@ -1,0 +1,71 @@
+#include "collectives/algorithm_util.h"
+
+#include "absl/strings/str_cat.h"
+#include "tensor/dtype.h"
+
+namespace braid {
+
+absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements, const char* what) {
+  const size_t expected = elements * DTypeSize(args.dtype);
+  if (got == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what, " has ", got,
+                                                 " bytes, expected ", expected, " (", elements, " x ",
+                                                 DTypeName(args.dtype), ")"));
+}
+
+void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from) {
+  if (to.data() != from.data() && !to.empty()) std::memmove(to.data(), from.data(), to.size());
+}
+
+absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
+                              absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+  const size_t n = static_cast<size_t>(transport.size());
+  const size_t me = static_cast<size_t>(transport.rank());
+  const size_t count = args.count;
+  if ((shape == CollectiveKind::kBroadcast || shape == CollectiveKind::kReduce) &&
+      (args.root < 0 || static_cast<size_t>(args.root) >= n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(args.kind), ": root ", args.root, " not in a group of ", n));
+  }
+  switch (shape) {
+    case CollectiveKind::kAllReduce:
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
+      if (count > 0 && n == 1) CopyIfDistinct(output, input);
+      break;
+    case CollectiveKind::kReduce:
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
+      if (me == static_cast<size_t>(args.root)) BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
+      if (count > 0 && n == 1) CopyIfDistinct(output, input);
+      break;
+    case CollectiveKind::kReduceScatter:
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count * n, "input"));
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
+      if (count > 0 && n == 1) CopyIfDistinct(output, input.subspan(me * output.size(), output.size()));
+      break;
+    case CollectiveKind::kAllGather:
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count * n, "output"));
+      CopyIfDistinct(output.subspan(me * input.size(), input.size()), input);
+      break;
+    case CollectiveKind::kBroadcast:
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "buffer"));
+      break;
+    case CollectiveKind::kAllToAll: {
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count * n, "input"));
+      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count * n, "output"));
+      if (count == 0) return true;
+      if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
+        return absl::InvalidArgumentError("alltoall: input and output must not overlap");
+      }
+      const size_t block_bytes = input.size() / n;
+      std::memcpy(output.data() + me * block_bytes, input.data() + me * block_bytes, block_bytes);
+      break;
+    }
+    default:
+      break;
+  }
+  return count == 0 || n == 1;
+}
+
+}  // namespace braid

@@ -1,0 +1,21 @@
+// Recursive halving-doubling all-reduce (collectives/algorithms.h says the
+// sizes and rules): log2(n) steps, for small and medium messages.
+#ifndef BRAID_COLLECTIVES_RHD_H_
+#define BRAID_COLLECTIVES_RHD_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "collectives/scratch.h"
+#include "collectives/transport/frame.h"
+#include "collectives/transport/transport.h"
+
+namespace braid {
+
+absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                          absl::Span<std::byte> output, Scratch& scratch);
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_RHD_H_

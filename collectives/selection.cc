@@ -1,0 +1,146 @@
+#include "collectives/selection.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace braid {
+namespace {
+
+// The all-reduce selection table measured by braid_bench --tune (bench/tune.sh),
+// with the machine each group came from in its comments.
+struct TunedRange {
+  const char* transport;
+  int world_size;
+  uint64_t max_bytes;  // 0: no bound
+  const char* algorithm;
+};
+constexpr TunedRange kTunedRanges[] = {
+#include "collectives/allreduce_tuning.inc"
+    {nullptr, 0, 0, nullptr},  // the end (and what keeps the array non-empty)
+};
+
+constexpr Algorithm kRequestable[] = {Algorithm::kAuto,   Algorithm::kRing,       Algorithm::kTree,
+                                      Algorithm::kRhd,    Algorithm::kOneShot,    Algorithm::kWindow,
+                                      Algorithm::kPeerAccess, Algorithm::kDirect, Algorithm::kNative};
+
+// Whether the transport has what `algorithm` needs.
+bool Available(Algorithm algorithm, const TransportCaps& caps) {
+  switch (algorithm) {
+    case Algorithm::kWindow: return caps.shared_windows;
+    case Algorithm::kPeerAccess: return caps.peer_access;
+    case Algorithm::kNative: return caps.native;
+    default: return true;
+  }
+}
+
+absl::Status Missing(Algorithm algorithm, CollectiveKind kind, const TransportCaps& caps) {
+  const char* needs = algorithm == Algorithm::kNative     ? "a transport with its own collectives (mpi)"
+                      : algorithm == Algorithm::kWindow ? "shared windows (shm)"
+                                                        : "ranks that can reach each other's memory (shm, where "
+                                                          "cross-memory attach is allowed)";
+  return absl::UnimplementedError(absl::StrCat(AlgorithmName(algorithm), " ", CollectiveKindName(kind), " needs ",
+                                               needs, "; this communicator runs over ", caps.name));
+}
+
+}  // namespace
+
+const char* AlgorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kRhd: return "rhd";
+    case Algorithm::kOneShot: return "one-shot";
+    case Algorithm::kWindow: return "window";
+    case Algorithm::kPeerAccess: return "peer-access";
+    case Algorithm::kDirect: return "direct";
+    case Algorithm::kNative: return "native";
+    case Algorithm::kChain: return "chain";
+    case Algorithm::kPairwise: return "pairwise";
+    case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kP2p: return "p2p";
+  }
+  return "invalid";
+}
+
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (Algorithm a : kRequestable) {
+    if (lower == AlgorithmName(a)) return a;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown algorithm \"", name,
+                                                 "\" (expected auto, ring, tree, rhd, one-shot, window, "
+                                                 "peer-access, direct or native)"));
+}
+
+Selector::Selector(TransportCaps caps, SelectionThresholds thresholds)
+    : caps_(std::move(caps)), thresholds_(thresholds) {
+  for (const TunedRange& range : kTunedRanges) {
+    if (range.transport == nullptr || caps_.name != range.transport || caps_.size != range.world_size) continue;
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(range.algorithm);
+    // A table naming an algorithm this build or transport lacks is ignored,
+    // never half-used.
+    if (!algorithm.ok() || *algorithm == Algorithm::kAuto || !Available(*algorithm, caps_) ||
+        *algorithm == Algorithm::kNative) {
+      tuned_.clear();
+      break;
+    }
+    tuned_.emplace_back(range.max_bytes, *algorithm);
+  }
+}
+
+Algorithm Selector::ResolveDirect(size_t count, size_t element_size) const {
+  if (!caps_.shared_windows) return Algorithm::kOneShot;
+  // Every rank decides alike: same size, same collective probe verdict.
+  const size_t slice_bytes = count / static_cast<size_t>(caps_.size) * element_size;
+  if (caps_.peer_access && slice_bytes >= thresholds_.peer_access_min_slice_bytes) return Algorithm::kPeerAccess;
+  return Algorithm::kWindow;
+}
+
+Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested) const {
+  if (requested == Algorithm::kDirect) return ResolveDirect(count, element_size);
+  if (requested != Algorithm::kAuto) return requested;
+  const size_t bytes = count * element_size;
+  for (const auto& [max_bytes, algorithm] : tuned_) {
+    if (max_bytes == 0 || bytes <= max_bytes) {
+      return algorithm == Algorithm::kDirect ? ResolveDirect(count, element_size) : algorithm;
+    }
+  }
+  // Ranks that share memory: the direct paths won every size here.
+  if (caps_.shared_windows) return ResolveDirect(count, element_size);
+  return bytes <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
+}
+
+absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
+                                           Algorithm requested) const {
+  if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
+  if (caps_.device_memory_only) return Algorithm::kNative;
+  if (kind == CollectiveKind::kAllReduce) {
+    bool requestable = false;
+    for (Algorithm a : kRequestable) requestable = requestable || a == requested;
+    if (!requestable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AlgorithmName(requested), " is not an all-reduce algorithm"));
+    }
+    if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
+    return SelectAllReduce(count, element_size, requested);
+  }
+  const bool has_peer_path = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather ||
+                             kind == CollectiveKind::kAllToAll;
+  if (requested == Algorithm::kNative || (requested == Algorithm::kPeerAccess && has_peer_path)) {
+    if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
+    return requested;
+  }
+  const bool peer_copies = caps_.peer_access && count * element_size >= thresholds_.peer_access_min_slice_bytes;
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather: return peer_copies ? Algorithm::kPeerAccess : Algorithm::kRing;
+    case CollectiveKind::kAllToAll: return peer_copies ? Algorithm::kPeerAccess : Algorithm::kPairwise;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: return Algorithm::kChain;
+    case CollectiveKind::kBarrier: return Algorithm::kDissemination;
+    default: return absl::InvalidArgumentError(absl::StrCat("no algorithm for ", CollectiveKindName(kind)));
+  }
+}
+
+}  // namespace braid

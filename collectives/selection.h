@@ -1,0 +1,129 @@
+// The selector: what runs for a collective, given its kind and size, the
+// group, what the transport can do, and what the caller asked for. Pure
+// (no transport, no I/O): every rank computes the same answer from the same
+// inputs, and tests can ask it anything (selection_test.cc).
+//
+// What can run, by name (the names BRAID_ALGO, braid_bench -a, the timeline,
+// the flight recorder and the tuning table use):
+//   all-reduce      ring, tree, rhd (any transport); one-shot (everyone sends
+//                   everything to everyone over messages); window (shm's
+//                   shared windows); peer-access (cross-memory copies
+//                   between the ranks' own buffers, shm); native (the
+//                   engine's: MPI, NCCL)
+//   reduce-scatter, all-gather   ring, peer-access, native
+//   all-to-all      pairwise, peer-access, native
+//   broadcast, reduce   chain, native
+//   barrier         dissemination, native
+//   send / recv     p2p
+// "direct" is an alias the caller (and the table) may give for all-reduce:
+// peer-access where the ranks can reach each other's memory and each rank's
+// slice is large enough, else window where there are windows, else
+// one-shot.
+//
+// Requests: a collective other than all-reduce takes native when asked, and
+// peer-access where it has that path (an error when the transport lacks
+// what was asked for); braid's choice for anything else.
+#ifndef BRAID_COLLECTIVES_SELECTION_H_
+#define BRAID_COLLECTIVES_SELECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "collectives/transport/frame.h"
+
+namespace braid {
+
+enum class Algorithm : uint8_t {
+  kAuto = 0,
+  kRing,
+  kTree,
+  kRhd,
+  kOneShot,
+  kWindow,
+  kPeerAccess,
+  kDirect,  // alias, resolved by the selector (see above)
+  kNative,
+  kChain,
+  kPairwise,
+  kDissemination,
+  kP2p,
+};
+const char* AlgorithmName(Algorithm algorithm);
+// Accepts the names a caller may request: auto, ring, tree, rhd, one-shot,
+// window, peer-access, direct, native.
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+
+// The sizes that shape a window all-reduce, from the selector.
+struct WindowPlan {
+  // A round of up to this many bytes is reduced whole by every rank (one
+  // Sync); a larger one is split, each rank reducing one slice.
+  size_t whole_round_bytes = 0;
+  // Out-of-place outputs of this many bytes or more are written around the
+  // cache; a peer-access all-reduce where any rank has one sends its results
+  // through the windows instead of writing the peers' outputs.
+  size_t stream_output_bytes = 0;
+};
+
+// What a transport can do beyond point-to-point messages (Transport's
+// capability accessors), and the group it connects.
+struct TransportCaps {
+  std::string name;  // "shm", "tcp", ...: picks the tuning table's rows
+  int size = 1;
+  bool shared_windows = false;
+  bool peer_access = false;  // implies shared_windows
+  bool native = false;       // the engine's own collectives
+  bool device_memory_only = false;  // nccl: native only
+};
+
+// The sizes at which one path beats another (bench/RESULTS.md, "Where the
+// thresholds come from"). Tests shrink them to force every path at small
+// sizes.
+struct SelectionThresholds {
+  // Without a table row or windows: rhd up to this many bytes, ring above.
+  size_t small_allreduce_bytes = size_t{64} << 10;
+  // Peer access pays for its system calls (two per peer and slice) from
+  // this many bytes per rank's slice (all-reduce) or per block (the others).
+  size_t peer_access_min_slice_bytes = size_t{32} << 10;
+  // WindowPlan's: whole rounds up to this size, streamed outputs from that.
+  size_t window_whole_round_bytes = size_t{16} << 10;
+  size_t stream_output_bytes = size_t{16} << 20;
+};
+
+class Selector {
+ public:
+  // Reads the tuned table's rows (allreduce_tuning.inc, from braid_bench
+  // --tune) for caps.name and caps.size.
+  Selector(TransportCaps caps, SelectionThresholds thresholds = {});
+
+  // What a `kind` collective of `count` elements of `element_size` bytes
+  // runs (count as CollectiveArgs has it: per rank's block for
+  // reduce-scatter, all-gather and all-to-all) when `requested`.
+  // kUnimplemented when the request needs what the transport lacks.
+  absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size,
+                                   Algorithm requested) const;
+
+  WindowPlan window_plan() const {
+    return {thresholds_.window_whole_round_bytes, thresholds_.stream_output_bytes};
+  }
+  const TransportCaps& caps() const { return caps_; }
+
+ private:
+  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested) const;
+  // "direct" for this transport and size.
+  Algorithm ResolveDirect(size_t count, size_t element_size) const;
+
+  TransportCaps caps_;
+  SelectionThresholds thresholds_;
+  // The tuned table's ranges for this transport and world size: up to
+  // max_bytes (0: no bound) bytes, the algorithm. Empty: the built-in rule.
+  std::vector<std::pair<uint64_t, Algorithm>> tuned_;
+};
+
+}  // namespace braid
+
+#endif  // BRAID_COLLECTIVES_SELECTION_H_

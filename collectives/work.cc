@@ -1,0 +1,45 @@
+#include "collectives/work.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+
+namespace braid {
+
+void Work::Finish(absl::Status status) {
+  MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_.store(true, std::memory_order_release);
+}
+
+void Work::FinishUnshared(absl::Status status) {
+  status_ = std::move(status);
+  done_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<Work> Work::Make(uint64_t seq) {
+  struct Constructible : Work {
+    explicit Constructible(uint64_t seq) : Work(seq) {}
+  };
+  return std::make_shared<Constructible>(seq);
+}
+
+absl::Status Work::Wait(Deadline deadline) {
+  if (done_.load(std::memory_order_acquire)) return status_;
+  MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_.load(std::memory_order_relaxed); };
+  if (!AwaitWithDeadline(&mu_, absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat("collective seq ", seq_, " still running at the wait's deadline"));
+  }
+  return status_;
+}
+
+bool Work::Test() { return done_.load(std::memory_order_acquire); }
+
+absl::Status Work::status() {
+  if (!done_.load(std::memory_order_acquire)) return absl::UnavailableError(absl::StrCat("collective seq ", seq_, " still running"));
+  return status_;
+}
+
+}  // namespace braid

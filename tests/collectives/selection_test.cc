@@ -1,0 +1,128 @@
+// The selector alone: what runs for every kind, size, transport and request,
+// with no transport or process (collectives/selection.h).
+#include "collectives/selection.h"
+
+#include "absl/strings/match.h"
+#include "catch2/catch.hpp"
+
+namespace braid {
+namespace {
+
+TransportCaps Caps(const char* name, int size, bool windows, bool peers, bool native = false) {
+  TransportCaps caps;
+  caps.name = name;
+  caps.size = size;
+  caps.shared_windows = windows;
+  caps.peer_access = peers;
+  caps.native = native;
+  return caps;
+}
+
+// A transport and world size the tuned table has no rows for: the built-in rule.
+constexpr const char* kUntuned = "untuned";
+
+Algorithm Pick(const Selector& selector, CollectiveKind kind, size_t count, size_t element_size,
+               Algorithm requested = Algorithm::kAuto) {
+  absl::StatusOr<Algorithm> picked = selector.Select(kind, count, element_size, requested);
+  REQUIRE(picked.ok());
+  return *picked;
+}
+
+TEST_CASE("Selector: names round-trip, and direct is accepted", "[selection]") {
+  for (const char* name : {"auto", "ring", "tree", "rhd", "one-shot", "window", "peer-access", "direct", "native"}) {
+    absl::StatusOr<Algorithm> parsed = ParseAlgorithm(name);
+    REQUIRE(parsed.ok());
+    CHECK(std::string(AlgorithmName(*parsed)) == name);
+  }
+  CHECK(ParseAlgorithm("RING").ok());
+  CHECK_FALSE(ParseAlgorithm("chain").ok());  // a name of what runs, not a request
+  CHECK(absl::StrContains(ParseAlgorithm("fast").status().message(), "peer-access"));
+}
+
+TEST_CASE("Selector: all-reduce without windows is rhd up to 64 KiB, ring above", "[selection]") {
+  const Selector selector(Caps(kUntuned, 4, false, false));
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 16384, 4) == Algorithm::kRhd);  // 64 KiB
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 16385, 4) == Algorithm::kRing);
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 1, 4, Algorithm::kTree) == Algorithm::kTree);
+  // direct without windows is the one-shot exchange
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 1 << 20, 4, Algorithm::kDirect) == Algorithm::kOneShot);
+}
+
+TEST_CASE("Selector: direct over shm is peer-access from a 32 KiB slice per rank, else window", "[selection]") {
+  const Selector peers(Caps(kUntuned, 2, true, true));
+  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16383, 4) == Algorithm::kWindow);  // slice 8191 x 4 B
+  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16384, 4) == Algorithm::kPeerAccess);
+  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16384, 4, Algorithm::kDirect) == Algorithm::kPeerAccess);
+  // the slice rounds down: 3 ranks, 24577 floats -> 8192 a slice
+  const Selector three(Caps(kUntuned, 3, true, true));
+  CHECK(Pick(three, CollectiveKind::kAllReduce, 24575, 4) == Algorithm::kWindow);
+  CHECK(Pick(three, CollectiveKind::kAllReduce, 24576, 4) == Algorithm::kPeerAccess);
+  // no peer access: the windows at every size
+  const Selector windows(Caps(kUntuned, 2, true, false));
+  CHECK(Pick(windows, CollectiveKind::kAllReduce, 1 << 24, 4) == Algorithm::kWindow);
+  // thresholds are the selector's, not the transport's
+  SelectionThresholds zero;
+  zero.peer_access_min_slice_bytes = 0;
+  const Selector eager(Caps(kUntuned, 2, true, true), zero);
+  CHECK(Pick(eager, CollectiveKind::kAllReduce, 2, 4) == Algorithm::kPeerAccess);
+  CHECK(eager.window_plan().whole_round_bytes == SelectionThresholds{}.window_whole_round_bytes);
+}
+
+TEST_CASE("Selector: what a transport lacks is a clear error, never a silent substitute", "[selection]") {
+  const Selector tcp(Caps("tcp", 2, false, false));
+  for (Algorithm a : {Algorithm::kWindow, Algorithm::kPeerAccess, Algorithm::kNative}) {
+    absl::StatusOr<Algorithm> picked = tcp.Select(CollectiveKind::kAllReduce, 100, 4, a);
+    REQUIRE_FALSE(picked.ok());
+    CHECK(picked.status().code() == absl::StatusCode::kUnimplemented);
+    CHECK(absl::StrContains(picked.status().message(), "runs over tcp"));
+  }
+  CHECK_FALSE(tcp.Select(CollectiveKind::kReduceScatter, 100, 4, Algorithm::kPeerAccess).ok());
+  CHECK_FALSE(tcp.Select(CollectiveKind::kAllReduce, 100, 4, Algorithm::kChain).ok());
+}
+
+TEST_CASE("Selector: the other collectives", "[selection]") {
+  const Selector peers(Caps(kUntuned, 4, true, true, /*native=*/false));
+  // peer-access from a 32 KiB block per rank
+  for (CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    CHECK(Pick(peers, kind, 8191, 4) == Algorithm::kRing);
+    CHECK(Pick(peers, kind, 8192, 4) == Algorithm::kPeerAccess);
+    CHECK(Pick(peers, kind, 1, 4, Algorithm::kPeerAccess) == Algorithm::kPeerAccess);
+  }
+  CHECK(Pick(peers, CollectiveKind::kAllToAll, 8191, 4) == Algorithm::kPairwise);
+  CHECK(Pick(peers, CollectiveKind::kAllToAll, 8192, 4) == Algorithm::kPeerAccess);
+  // broadcast, reduce, barrier have one braid path each, whatever else is asked
+  CHECK(Pick(peers, CollectiveKind::kBroadcast, 1 << 20, 4, Algorithm::kPeerAccess) == Algorithm::kChain);
+  CHECK(Pick(peers, CollectiveKind::kReduce, 1 << 20, 4, Algorithm::kRing) == Algorithm::kChain);
+  CHECK(Pick(peers, CollectiveKind::kBarrier, 0, 1) == Algorithm::kDissemination);
+  CHECK(Pick(peers, CollectiveKind::kSendRecv, 10, 4, Algorithm::kNative) == Algorithm::kP2p);
+  // native where the engine is
+  const Selector mpi(Caps(kUntuned, 4, false, false, /*native=*/true));
+  CHECK(Pick(mpi, CollectiveKind::kBroadcast, 10, 4, Algorithm::kNative) == Algorithm::kNative);
+  CHECK(Pick(mpi, CollectiveKind::kAllReduce, 10, 4, Algorithm::kNative) == Algorithm::kNative);
+  CHECK_FALSE(peers.Select(CollectiveKind::kBarrier, 0, 1, Algorithm::kNative).ok());
+}
+
+TEST_CASE("Selector: a device-memory transport runs only its engine's collectives", "[selection]") {
+  TransportCaps caps = Caps("nccl", 2, false, false, /*native=*/true);
+  caps.device_memory_only = true;
+  const Selector nccl(caps);
+  CHECK(Pick(nccl, CollectiveKind::kAllReduce, 100, 4, Algorithm::kRing) == Algorithm::kNative);
+  CHECK(Pick(nccl, CollectiveKind::kAllGather, 100, 4) == Algorithm::kNative);
+}
+
+TEST_CASE("Selector: the tuned table's rows for shm and tcp", "[selection]") {
+  // The checked-in table (allreduce_tuning.inc) has shm n=2 "direct" for
+  // every size and tcp n=2 one-shot up to 32 KiB, then ring.
+  const Selector shm(Caps("shm", 2, true, true));
+  CHECK(Pick(shm, CollectiveKind::kAllReduce, 16, 4) == Algorithm::kWindow);
+  CHECK(Pick(shm, CollectiveKind::kAllReduce, 1 << 20, 4) == Algorithm::kPeerAccess);
+  const Selector tcp(Caps("tcp", 2, false, false));
+  CHECK(Pick(tcp, CollectiveKind::kAllReduce, 8192, 4) == Algorithm::kOneShot);
+  CHECK(Pick(tcp, CollectiveKind::kAllReduce, 8193, 4) == Algorithm::kRing);
+  // shm with its windows turned off (BRAID_SHM_WINDOW_KB=0): "direct" is the one-shot exchange
+  const Selector no_windows(Caps("shm", 2, false, false));
+  CHECK(Pick(no_windows, CollectiveKind::kAllReduce, 1 << 20, 4) == Algorithm::kOneShot);
+}
+
+}  // namespace
+}  // namespace braid
