@@ -331,4 +331,10 @@ absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
   return absl::OkStatus();
 }
 
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
 }  // namespace braid

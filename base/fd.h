@@ -80,6 +80,9 @@ absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline);
 // packet is sent): what to advertise so that peers on that network reach us.
 absl::StatusOr<std::string> LocalAddressToward(const HostPort& remote);
 
+// This host's name (gethostname), or "unknown".
+std::string HostName();
+
 // Sets O_NONBLOCK.
 absl::Status SetNonBlocking(int fd);
 

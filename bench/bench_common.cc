@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/fd.h"
 
 namespace braid::bench {
 namespace {
@@ -550,12 +551,6 @@ void AccumulateBusBandwidth(const Row& row, double bus_factor, double* sum, int*
 std::string FormatFooter(int64_t wrong_total, double avg_bus_bandwidth) {
   return absl::StrFormat("# Out of bounds values : %d %s\n# Avg bus bandwidth    : %g \n#\n", wrong_total,
                          wrong_total == 0 ? "OK" : "FAILED", avg_bus_bandwidth);
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
 }
 
 MachineInfo DescribeMachine() {

@@ -184,7 +184,6 @@ struct MachineInfo {
   std::string date;  // RFC 3339, UTC
 };
 MachineInfo DescribeMachine();
-std::string HostName();
 
 // A JSON string literal for `text`, quoted and escaped.
 std::string JsonQuote(absl::string_view text);

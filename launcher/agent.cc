@@ -4,8 +4,10 @@
 #include <ftw.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,12 +41,6 @@ constexpr char kShutdownPrefix[] = "shutdown: ";
 void Say(const std::string& line) {
   const std::string text = absl::StrCat("braidrun: ", line, "\n");
   (void)!write(STDERR_FILENO, text.data(), text.size());
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
 }
 
 std::string RandomId() {
@@ -289,8 +285,15 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
       signal_ = events->signal;
       return Outcome::kSignal;
     }
+    // Reaped together, a worker killed by a signal is the likelier cause: its
+    // peers exit with an error once they notice it is gone.
+    std::vector<WorkerExit> failed;
     for (const WorkerExit& exit : events->exited) {
-      if (exit.succeeded()) continue;
+      if (!exit.succeeded()) failed.push_back(exit);
+    }
+    std::stable_partition(failed.begin(), failed.end(),
+                          [](const WorkerExit& exit) { return WIFSIGNALED(exit.wait_status); });
+    for (const WorkerExit& exit : failed) {
       local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,
                                  absl::StrCat(host_, " (", members.nodes[members.node_rank].addr, ")"),
                                  exit.Describe(), exit.tail});

@@ -14,82 +14,20 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "collectives/transport/mpi/mpi_runtime.h"
-#include "collectives/transport/mpi/mpi_transport.h"
 #ifdef BRAID_WITH_CUDA
 #include "collectives/transport/nccl/nccl_transport.h"
 #endif
-#include "collectives/transport/shm/shm_transport.h"
-#include "collectives/transport/tcp/tcp_transport.h"
+#include "collectives/transport/registry.h"
 #include "runtime/store_bootstrap.h"
 
 namespace braid {
 namespace {
 
-BRAID_ENV_KNOB(kTransportKnob, "BRAID_TRANSPORT", "auto",
-               "Transport: auto (mpi under mpirun, else shm when every rank shares this host, else tcp), mpi, shm, "
-               "tcp, or nccl (CUDA tensors on GPU LOCAL_RANK; --config=cuda builds only). Under auto, CUDA tensors "
-               "go to NCCL through ProcessGroup::CommFor when every rank has its own GPU, else host-staged.");
-BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
-               "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
-BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
-               "How long a wait polls before it sleeps, in microseconds (default: shm 200, tcp 100). Polls pause "
-               "briefly, then yield the core (at once when ranks outnumber cores). Longer: lower latency when "
-               "cores are free; shorter: less CPU taken from busy ranks.");
-BRAID_ENV_KNOB(kShmPeerAccessKnob, "BRAID_SHM_PEER_ACCESS", "1",
-               "shm: 1 lets the direct all-reduce read peers' inputs and write their outputs with one kernel copy "
-               "(process_vm_readv/writev) where a set-up probe finds both allowed; 0 always copies through the "
-               "shared windows.");
-BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",
-               "shm: KiB in each half of a rank's shared window, the direct all-reduce's round size (a multiple "
-               "of 4; default 1024; 0 turns the windows off, and direct sends messages instead).");
-
 constexpr char kDoneKey[] = "bootstrap/done";
 // Counts the ranks done with the CUDA communicator's bootstrap keys (CommFor).
 constexpr char kDeviceDoneKey[] = "bootstrap/cuda_done";
 
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
-
 }  // namespace
-
-absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline) {
-  const std::string name = absl::AsciiStrToLower(requested);
-  if (name == "mpi") {
-    if (!UnderMpirun()) {
-      return absl::FailedPreconditionError(
-          "BRAID_TRANSPORT=mpi needs a job started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE is not set): run "
-          "`mpirun -np N program`, or choose auto, shm or tcp");
-    }
-    return name;
-  }
-  if (name == "shm" || name == "tcp") return name;
-  if (name == "nccl") {
-#ifdef BRAID_WITH_CUDA
-    return name;
-#else
-    return absl::UnimplementedError(
-        "BRAID_TRANSPORT=nccl: this binary was built without --config=cuda, so it has no NCCL transport (use auto, "
-        "mpi, shm or tcp, or rebuild with --config=cuda)");
-#endif
-  }
-  if (name != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("BRAID_TRANSPORT=\"", requested,
-                     "\" is not one of auto, mpi, shm, tcp (or nccl in --config=cuda builds)"));
-  }
-  // auto never picks nccl: an nccl communicator takes only CUDA tensors, so
-  // it is chosen only when the caller asks for it (BRAID_TRANSPORT=nccl).
-  if (UnderMpirun()) return std::string("mpi");
-  // Collective: every rank learns every host name.
-  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> hosts, bootstrap.AllGather(HostName(), deadline));
-  for (const std::string& host : hosts) {
-    if (host != hosts[0]) return std::string("tcp");
-  }
-  return std::string("shm");
-}
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerEnv& env, ProcessGroupOptions options) {
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
@@ -97,6 +35,17 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerE
   SetLogRank(env.rank);
   BRAID_RETURN_IF_ERROR(Annotate(group->SetUp(std::move(options)), absl::StrCat("rank ", env.rank, ": process group")));
   return group;
+}
+
+absl::Status ProcessGroup::HostStore(const JobSecret& secret, absl::string_view hint) {
+  StoreServerOptions server_options;
+  server_options.secret = secret;
+  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
+  if (!server.ok()) {
+    return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port, hint));
+  }
+  server_ = std::move(*server);
+  return absl::OkStatus();
 }
 
 absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
@@ -125,11 +74,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     }
     std::string mine = HostName();
     if (env_.rank == 0) {
-      StoreServerOptions server_options;
-      server_options.secret = secret;
-      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
-      if (!server.ok()) return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port));
-      server_ = std::move(*server);
+      BRAID_RETURN_IF_ERROR(HostStore(secret, ""));
       absl::StrAppend(&mine, " ", server_->port());
     }
     BRAID_ASSIGN_OR_RETURN(std::vector<std::string> published, mpi_bootstrap->AllGather(mine, deadline));
@@ -145,14 +90,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   } else {
     store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
     if (env_.rank == 0) {
-      StoreServerOptions server_options;
-      server_options.secret = secret;
-      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
-      if (!server.ok()) {
-        return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port,
-                                                      " (MASTER_PORT; is another job or a PyTorch store using it?)"));
-      }
-      server_ = std::move(*server);
+      BRAID_RETURN_IF_ERROR(HostStore(secret, " (MASTER_PORT; is another job or a PyTorch store using it?)"));
       store_address.port = server_->port();
     }
   }
@@ -165,49 +103,16 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   StoreBootstrap store_bootstrap(*store_, env_.rank, env_.world_size);
   Bootstrap& bootstrap = mpi_bootstrap ? static_cast<Bootstrap&>(*mpi_bootstrap) : store_bootstrap;
 
-  const std::string requested = options.transport.empty() ? kTransportKnob.String() : options.transport;
-  BRAID_ASSIGN_OR_RETURN(const std::string transport, ChooseTransport(requested, bootstrap, deadline));
-  std::unique_ptr<Transport> link;
-  absl::optional<absl::Duration> spin;
-  if (kSpinKnob.IsSet() && !kSpinKnob.String().empty()) {
-    BRAID_ASSIGN_OR_RETURN(int64_t micros, kSpinKnob.Int());
-    spin = absl::Microseconds(std::max<int64_t>(0, micros));
-  }
-  if (transport == "mpi") {
-    BRAID_ASSIGN_OR_RETURN(link, MpiTransport::Create(bootstrap, deadline));
-#ifdef BRAID_WITH_CUDA
-  } else if (transport == "nccl") {
-    // One GPU per local rank, as torchrun's LOCAL_RANK convention.
-    BRAID_ASSIGN_OR_RETURN(link, NcclTransport::Create(bootstrap, env_.local_rank, deadline));
-#endif
-  } else if (transport == "shm") {
-    ShmTransportOptions shm;
-    if (spin.has_value()) shm.spin = *spin;
-    shm.peer_access = kShmPeerAccessKnob.String() != "0";
-    if (kShmWindowKnob.IsSet() && !kShmWindowKnob.String().empty()) {
-      BRAID_ASSIGN_OR_RETURN(int64_t kib, kShmWindowKnob.Int());
-      if (kib < 0 || kib % 4 != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("BRAID_SHM_WINDOW_KB=", kib, ": must be 0 or a positive multiple of 4 (KiB, whole pages)"));
-      }
-      shm.window_half_bytes = static_cast<size_t>(kib) << 10;
-    }
-    BRAID_ASSIGN_OR_RETURN(link, ShmTransport::Create(bootstrap, deadline, shm));
-  } else {
-    TcpTransportOptions tcp;
-    tcp.secret = secret;
-    if (spin.has_value()) tcp.spin = *spin;
-    tcp.ranks_on_host = env_.local_world_size;
-    if (kTcpAddrKnob.IsSet()) {
-      tcp.advertise_host = kTcpAddrKnob.String();
-    } else {
-      BRAID_ASSIGN_OR_RETURN(tcp.advertise_host, LocalAddressToward(store_address));
-    }
-    BRAID_ASSIGN_OR_RETURN(link, TcpTransport::Create(bootstrap, deadline, tcp));
-  }
+  TransportSettings settings;
+  settings.secret = secret;
+  settings.ranks_on_host = env_.local_world_size;
+  settings.route = store_address;
+  settings.cuda_device = env_.local_rank;  // one GPU per local rank, as torchrun's LOCAL_RANK convention
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Transport> link,
+                         CreateTransport(options.transport, bootstrap, deadline, settings));
   options.communicator.timeout = timeout_;
   comm_options_ = options.communicator;
-  auto_transport_ = absl::AsciiStrToLower(requested) == "auto";
+  auto_transport_ = IsAutoTransport(options.transport);
   BRAID_ASSIGN_OR_RETURN(comm_, Communicator::Create(std::move(link), options.communicator));
   // Everyone has read every bootstrap key: rank 0 may take the store down.
   BRAID_RETURN_IF_ERROR(store_->Add(kDoneKey, 1).status());

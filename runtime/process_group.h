@@ -7,7 +7,8 @@
 // Create connects to the rendezvous store (the launcher's, BRAID_STORE_ADDR,
 // or one that rank 0 hosts on MASTER_ADDR:MASTER_PORT; under mpirun without
 // a launcher's store, one rank 0 hosts on any port and announces over MPI),
-// picks the transport (ChooseTransport: BRAID_TRANSPORT, auto by default),
+// picks the transport (the registry's ChooseTransport,
+// collectives/transport/registry.h: BRAID_TRANSPORT, auto by default),
 // connects it through a bootstrap (over MPI under mpirun, else over the
 // store), and wraps it in a Communicator. It is collective: every rank calls it; it blocks until the
 // group is up or the timeout (BRAID_TIMEOUT_SEC) passes, naming the ranks
@@ -38,8 +39,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "collectives/transport/bootstrap.h"
+#include "base/auth.h"
 #include "collectives/communicator.h"
+#include "collectives/transport/bootstrap.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 #include "runtime/worker_env.h"
@@ -85,6 +87,8 @@ class ProcessGroup {
  private:
   ProcessGroup() = default;
   absl::Status SetUp(ProcessGroupOptions options);
+  // Rank 0 hosts the job's store on MASTER_PORT (server_); `hint` ends the error.
+  absl::Status HostStore(const JobSecret& secret, absl::string_view hint);
   // Creates device_comm_ on `device`, or leaves it null (a fallback, logged)
   // when NCCL cannot be had; an error only when the ranks cannot agree (one
   // never arrives before the deadline).
@@ -109,17 +113,6 @@ class ProcessGroup {
   // hosting the store, waits for the others to be done with them.
   bool device_bootstrapped_ ABSL_GUARDED_BY(device_mu_) = false;
 };
-
-// The transport a group uses for `requested` (BRAID_TRANSPORT's value, any
-// case): auto = mpi under mpirun (OMPI_COMM_WORLD_SIZE set), else shm when
-// every rank's host name is the same (a collective AllGather over
-// `bootstrap`), else tcp. Asking for mpi outside mpirun is
-// kFailedPrecondition saying so; nccl (CUDA tensors, on GPU LOCAL_RANK) only
-// when asked for, and kUnimplemented in a build without --config=cuda; auto
-// never picks nccl for comm(), since an nccl communicator takes only CUDA
-// tensors (ProcessGroup::CommFor adds one for CUDA tensors). An unknown name
-// is kInvalidArgument.
-absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline);
 
 // ReadWorkerEnv() + ProcessGroup::Create.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> InitFromEnv(ProcessGroupOptions options = {});

@@ -8,12 +8,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/cpu.h"
+#include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
 #include "base/status.h"
 
 namespace braid {
 namespace {
+
+BRAID_ENV_KNOB(kSpinKnob, "BRAID_SPIN_US", "",
+               "How long a wait polls before it sleeps, in microseconds (default: shm 200, tcp 100). Polls pause "
+               "briefly, then yield the core (at once when ranks outnumber cores). Longer: lower latency when "
+               "cores are free; shorter: less CPU taken from busy ranks.");
 
 // Polls Wait makes without a syscall before it starts yielding (about 10 us).
 constexpr int kPausePolls = 256;
@@ -366,6 +372,12 @@ void StreamTransport::Abort(const absl::Status& cause) {
   FailAllPending(absl::AbortedError(absl::StrCat("rank ", rank(), ": ", name(), " transport aborted: ",
                                                  aborted_.message())));
   CloseStreams(aborted_);
+}
+
+absl::StatusOr<absl::optional<absl::Duration>> SpinFromEnv() {
+  if (!kSpinKnob.IsSet() || kSpinKnob.String().empty()) return absl::nullopt;
+  BRAID_ASSIGN_OR_RETURN(int64_t micros, kSpinKnob.Int());
+  return absl::Microseconds(std::max<int64_t>(0, micros));
 }
 
 }  // namespace braid

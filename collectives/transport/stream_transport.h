@@ -17,10 +17,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "absl/types/span.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
+
+// BRAID_SPIN_US, for shm and tcp: how long a wait polls before it sleeps;
+// nullopt when unset or empty (each transport's own default).
+absl::StatusOr<absl::optional<absl::Duration>> SpinFromEnv();
 
 class StreamTransport : public Transport {
  public:

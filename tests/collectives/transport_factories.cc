@@ -1,29 +1,33 @@
 #include "tests/collectives/transport_factories.h"
 
-#include "collectives/transport/shm/shm_transport.h"
-#include "collectives/transport/tcp/tcp_transport.h"
+#include "collectives/transport/registry.h"
 
 namespace braid::testing {
 namespace {
 
-// T::Create(bootstrap, deadline, options), as a Transport.
-template <typename T, typename Options>
-TransportFactory FactoryOf(Options options) {
-  return [options](Bootstrap& bootstrap, Deadline deadline) -> absl::StatusOr<std::unique_ptr<Transport>> {
-    auto transport = T::Create(bootstrap, deadline, options);
-    if (!transport.ok()) return transport.status();
-    return std::unique_ptr<Transport>(std::move(*transport));
+// The registry's entry `name` with `settings`, as the suites create it.
+TransportFactory FromRegistry(const char* name, TransportSettings settings) {
+  const TransportEntry* entry = FindTransport(name);
+  return [entry, settings](Bootstrap& bootstrap, Deadline deadline) {
+    return entry->create(bootstrap, deadline, settings);
   };
 }
 
 // Shared windows of one page: the window all-reduce runs several rounds at
 // the suite's sizes; or, where the machine allows cross-memory copies, the
 // peer-access paths run.
-ShmTransportOptions SmallWindows(bool peer_access) {
-  ShmTransportOptions options;
-  options.window_half_bytes = 4096;
-  options.peer_access = peer_access;
-  return options;
+TransportSettings SmallWindows(bool peer_access) {
+  TransportSettings settings;
+  settings.shm.emplace();
+  settings.shm->window_half_bytes = 4096;
+  settings.shm->peer_access = peer_access;
+  return settings;
+}
+
+TransportSettings PlainTcp() {
+  TransportSettings settings;
+  settings.tcp.emplace();
+  return settings;
 }
 
 // Rounds above 1 KiB split in slices, and peer access at every size.
@@ -37,9 +41,9 @@ CommunicatorOptions SmallThresholds() {
 }  // namespace
 
 std::vector<NamedTransport> AllTransports() {
-  return {{"tcp", FactoryOf<TcpTransport>(TcpTransportOptions{}), {}},
-          {"shm", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/true)), SmallThresholds()},
-          {"shm (windows copied in)", FactoryOf<ShmTransport>(SmallWindows(/*peer_access=*/false)), SmallThresholds()}};
+  return {{"tcp", FromRegistry("tcp", PlainTcp()), {}},
+          {"shm", FromRegistry("shm", SmallWindows(/*peer_access=*/true)), SmallThresholds()},
+          {"shm (windows copied in)", FromRegistry("shm", SmallWindows(/*peer_access=*/false)), SmallThresholds()}};
 }
 
 }  // namespace braid::testing

@@ -35,6 +35,7 @@
 #include "base/fd.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "collectives/transport/registry.h"
 #include "runtime/process_group.h"
 #include "store/tcp_store.h"
 #include "runtime/worker_env.h"

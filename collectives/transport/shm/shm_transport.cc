@@ -21,11 +21,40 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/cpu.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "collectives/transport/frame.h"
 
 namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kShmPeerAccessKnob, "BRAID_SHM_PEER_ACCESS", "1",
+               "shm: 1 lets the direct collectives read peers' inputs and write their outputs with one kernel copy "
+               "(process_vm_readv/writev) where a set-up probe finds both allowed; 0 always copies through the "
+               "shared windows.");
+BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",
+               "shm: KiB in each half of a rank's shared window, the window all-reduce's round size (a multiple "
+               "of 4; default 1024; 0 turns the windows off, and direct sends messages instead).");
+
+}  // namespace
+
+absl::StatusOr<ShmTransportOptions> ShmTransportOptionsFromEnv() {
+  ShmTransportOptions options;
+  BRAID_ASSIGN_OR_RETURN(absl::optional<absl::Duration> spin, SpinFromEnv());
+  if (spin.has_value()) options.spin = *spin;
+  options.peer_access = kShmPeerAccessKnob.String() != "0";
+  if (kShmWindowKnob.IsSet() && !kShmWindowKnob.String().empty()) {
+    BRAID_ASSIGN_OR_RETURN(int64_t kib, kShmWindowKnob.Int());
+    if (kib < 0 || kib % 4 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("BRAID_SHM_WINDOW_KB=", kib, ": must be 0 or a positive multiple of 4 (KiB, whole pages)"));
+    }
+    options.window_half_bytes = static_cast<size_t>(kib) << 10;
+  }
+  return options;
+}
+
 namespace shm_internal {
 
 constexpr uint64_t kMagic = 0x315f4d48535f4442;  // "BD_SHM_1"

@@ -49,6 +49,10 @@ struct ShmTransportOptions {
   bool peer_access = true;
 };
 
+// ShmTransportOptions from the environment: BRAID_SPIN_US,
+// BRAID_SHM_PEER_ACCESS, BRAID_SHM_WINDOW_KB (kInvalidArgument for a bad value).
+absl::StatusOr<ShmTransportOptions> ShmTransportOptionsFromEnv();
+
 namespace shm_internal {
 struct Segment;
 struct Channel;

@@ -11,12 +11,16 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"
 
 namespace braid {
 
 namespace {
+
+BRAID_ENV_KNOB(kTcpAddrKnob, "BRAID_TCP_ADDR", "",
+               "Address other ranks use to reach this one over tcp (default: the one routing to the store).");
 
 std::string RemoteAddress(int fd) {
   sockaddr_storage address{};
@@ -231,6 +235,18 @@ void TcpTransport::CloseStreams(const absl::Status&) {
   for (UniqueFd& fd : sockets_) {
     if (fd.valid()) shutdown(fd.get(), SHUT_WR);
   }
+}
+
+absl::StatusOr<TcpTransportOptions> TcpTransportOptionsFromEnv(const HostPort& route) {
+  TcpTransportOptions options;
+  BRAID_ASSIGN_OR_RETURN(absl::optional<absl::Duration> spin, SpinFromEnv());
+  if (spin.has_value()) options.spin = *spin;
+  if (kTcpAddrKnob.IsSet()) {
+    options.advertise_host = kTcpAddrKnob.String();
+  } else {
+    BRAID_ASSIGN_OR_RETURN(options.advertise_host, LocalAddressToward(route));
+  }
+  return options;
 }
 
 }  // namespace braid

@@ -37,6 +37,12 @@ struct TcpTransportOptions {
   JobSecret secret;
 };
 
+// TcpTransportOptions from the environment: BRAID_SPIN_US, and
+// BRAID_TCP_ADDR as the advertised address (default: this host's address on
+// the route toward `route`, e.g. the store). The secret and ranks_on_host are
+// the caller's.
+absl::StatusOr<TcpTransportOptions> TcpTransportOptionsFromEnv(const HostPort& route);
+
 class TcpTransport final : public StreamTransport {
  public:
   // Collective over `bootstrap`: every rank calls it. Blocks until every
