@@ -100,6 +100,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/deadline.h"
+#include "base/flags.h"
 #include "base/status.h"
 #include "bench/bench_common.h"
 #include "bench/tuning_table.h"
