@@ -32,7 +32,6 @@ namespace {
 BRAID_ENV_KNOB(kStopGraceKnob, "BRAID_STOP_GRACE_SEC", "5",
                "braidrun: seconds between SIGTERM and SIGKILL when it stops a worker group.");
 
-constexpr uint16_t kDefaultRdzvPort = 29400;
 constexpr int kDefaultMasterPort = 29500;
 constexpr char kShutdownPrefix[] = "shutdown: ";
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -271,6 +272,21 @@ TEST_CASE("braidrun: a bad flag is one line and exit code 2", "[launcher]") {
   CHECK(exit.code == 2);
   CHECK(exit.err == "braidrun: error: argument --nproc-per-node: invalid value 'many': not an integer "
                     "(braidrun -h lists the flags)\n");
+}
+
+TEST_CASE("braidrun: a bad --rdzv-endpoint is exit 2 and one line, before anything else", "[launcher]") {
+  for (const std::string endpoint : {"host:99999", "host:abc"}) {
+    INFO(endpoint);
+    // Several nodes and no job secret: the agent used to warn about the secret first, then fail with exit 1.
+    const ProcessExit exit =
+        Run({"--rdzv-backend=c10d", "--nnodes=2", absl::StrCat("--rdzv-endpoint=", endpoint)}, {}, "bad_endpoint");
+    INFO(Dump(exit));
+    CHECK(exit.code == 2);
+    CHECK(exit.out.empty());
+    CHECK(absl::StartsWith(exit.err, "braidrun: error: argument --rdzv-endpoint: invalid value '" + endpoint + "'"));
+    CHECK(std::count(exit.err.begin(), exit.err.end(), '\n') == 1);
+    CHECK(absl::EndsWith(exit.err, "\n"));
+  }
 }
 
 TEST_CASE("braidrun: a PyTorch DDP script runs unchanged (env:// init, gloo)", "[launcher][torch]") {
