@@ -275,6 +275,13 @@ const std::vector<Flag>& Flags() {
          o.mpi = true;
          return absl::OkStatus();
        }},
+      {{"--print-env"}, false, nullptr,
+       "List every environment knob braid reads (BRAID_*, and TORCHELASTIC_RUN_ID) with its value here, or "
+       "its default, and what it does; then exit.",
+       [](LaunchOptions& o, const std::string&) {
+         o.print_env = true;
+         return absl::OkStatus();
+       }},
       {{"--start-method"}, true, "spawn|fork|forkserver",
        "Accepted for torchrun compatibility; braidrun always starts workers with fork+exec.",
        [](LaunchOptions&, const std::string& v) -> absl::Status {
@@ -390,6 +397,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>&
       return absl::InvalidArgumentError(absl::StrCat("argument ", name, ": takes no value"));
     }
     BRAID_RETURN_IF_ERROR(flag->set(options, value));
+    if (options.print_env) return options;  // like --help: nothing after it matters
   }
   if (i < args.size()) {
     options.program = args[i];

@@ -64,10 +64,12 @@ struct LaunchOptions {
   std::string program;
   std::vector<std::string> program_args;
   bool help = false;
+  bool print_env = false;  // --print-env: list braid's environment knobs and exit
 };
 
-// Parses argv[1..] (without the program name). --help sets `help` and skips
-// the checks that need a program.
+// Parses argv[1..] (without the program name). --help sets `help`, and
+// --print-env `print_env`; either stops parsing there and skips the checks
+// that need a program.
 absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args);
 
 // What -h prints: every flag, one paragraph each.

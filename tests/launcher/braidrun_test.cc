@@ -289,6 +289,21 @@ TEST_CASE("braidrun: a bad --rdzv-endpoint is exit 2 and one line, before anythi
   }
 }
 
+TEST_CASE("braidrun --print-env: knobs of every layer, with values, defaults and help", "[launcher]") {
+  const ProcessExit exit = RunProcess({Runfile("launcher/braidrun"), "--print-env"}, {{"BRAID_ALGO", "ring"}},
+                                      "print_env", kTimeout, {"BRAID_TRANSPORT", "BRAID_TIMEOUT_SEC"});
+  INFO(Dump(exit));
+  CHECK(exit.code == 0);
+  CHECK(exit.err.empty());
+  const std::string out = "\n" + exit.out;  // every knob's line starts after a newline
+  // collectives/ (set here), runtime/ (unset), base/ and launcher/: braidrun links none of the first two.
+  CHECK(absl::StrContains(out, "\nBRAID_ALGO=ring\n    All-reduce algorithm: auto, ring, tree, rhd"));
+  CHECK(absl::StrContains(out, "\nBRAID_TRANSPORT (unset, default auto)\n    Transport: auto (mpi under mpirun"));
+  CHECK(absl::StrContains(out, "\nBRAID_TIMEOUT_SEC (unset, default 600)\n    Deadline for every collective"));
+  CHECK(absl::StrContains(out, "\nBRAID_STOP_GRACE_SEC (unset, default 5)\n    braidrun: seconds between"));
+  CHECK(absl::StrContains(out, "\nBRAID_TIMELINE (unset, no default)\n"));
+}
+
 TEST_CASE("braidrun: a PyTorch DDP script runs unchanged (env:// init, gloo)", "[launcher][torch]") {
   // Debian's python3-torch lives under /usr/bin/python3; tools/setup.sh installs it.
   if (RunProcess({"/usr/bin/python3", "-c", "import torch.distributed"}, {}, "torch_probe", kTimeout).code != 0) {

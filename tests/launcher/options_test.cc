@@ -91,10 +91,23 @@ TEST_CASE("options: -h needs no program", "[launcher]") {
   for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--rdzv-backend", "--rdzv-endpoint",
                            "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts", "--monitor-interval",
                            "--master-addr", "--master-port", "--role", "--local-addr", "--redirects", "--tee",
-                           "--log-dir", "--local-ranks-filter", "--no-python", "--run-path", "--module", "--mpi"}) {
+                           "--log-dir", "--local-ranks-filter", "--no-python", "--run-path", "--module", "--mpi",
+                           "--print-env"}) {
     INFO(flag);
     CHECK(absl::StrContains(help, flag));
   }
+}
+
+TEST_CASE("options: --print-env needs no program and stops parsing", "[launcher]") {
+  absl::StatusOr<LaunchOptions> o = Parse({"--print-env"});
+  REQUIRE(o.ok());
+  CHECK(o->print_env);
+  CHECK_FALSE(o->help);
+  o = Parse({"--nproc-per-node=2", "--print-env", "--bogus"});
+  REQUIRE(o.ok());
+  CHECK(o->print_env);
+  // A bad flag before it is still refused.
+  CHECK_FALSE(Parse({"--nproc-per-node=many", "--print-env"}).ok());
 }
 
 TEST_CASE("options: --rdzv-endpoint takes HOST, HOST:PORT and [ADDR]:PORT", "[launcher]") {
