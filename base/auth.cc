@@ -13,12 +13,13 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/launch_env.h"
 #include "base/status.h"
 
 namespace braid {
 namespace {
 
-BRAID_ENV_KNOB(kSecretKnob, "BRAID_JOB_SECRET", "",
+BRAID_ENV_KNOB(kSecretKnob, launch_env::kJobSecret, "",
                "The job's shared secret: the store and the tcp transport admit only processes that know it.");
 BRAID_ENV_KNOB(kSecretFileKnob, "BRAID_JOB_SECRET_FILE", "",
                "A file holding the job's secret (for multi-node jobs); used when BRAID_JOB_SECRET is unset.");

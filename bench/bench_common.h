@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,29 +19,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/flags.h"
 #include "tensor/dtype.h"
 #include "tensor/reduce.h"
 
 namespace braid::bench {
 
 // ---------------------------------------------------------------------------
-// Flags, getopt_long style: "-b 8", "-b8", "--minbytes 8", "--minbytes=8".
-
-struct Flag {
-  char short_name = 0;     // 0: long form only
-  std::string long_name;   // without the dashes
-  std::string value_name;  // empty: a switch that takes no value
-  std::string help;
-  // Parses and stores the value; kInvalidArgument with a message that does
-  // not repeat the flag's name (ParseFlags adds it).
-  std::function<absl::Status(absl::string_view)> set;
-};
-
-// Applies argv[1..] to `flags`. -h / --help sets *help and stops. Errors are
-// kInvalidArgument with one line naming the flag ("-e/--maxbytes: ...").
-absl::Status ParseFlags(int argc, char** argv, const std::vector<Flag>& flags, bool* help);
-// "usage: <program> [flags]" and one line per flag.
-std::string Usage(absl::string_view program, absl::string_view summary, const std::vector<Flag>& flags);
+// Flag values (the parser, Flag and ParseFlags, is base/flags.h).
 
 // "8", "64K", "64M", "1G", "4KiB", "512kb": K/M/G are powers of 1024 (as
 // nccl-tests reads them).

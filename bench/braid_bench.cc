@@ -1,81 +1,10 @@
-// braid_bench: nccl-tests' *_perf programs for braid, one binary with -C
-// naming the collective (allreduce, reducescatter, allgather, broadcast,
-// reduce, alltoall, sendrecv). Every rank is one process that joins its job
-// with braid::InitFromEnv() (so it runs under braidrun, torchrun, mpirun, or
-// with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set by hand); rank 0
-// prints the nccl-tests table:
-//
-//   # nThread 1 nGpus 1 minBytes 8 maxBytes 67108864 step: 2(factor) ...
-//   #  Rank  0 Group  0 Pid  12345 on       host device cpu [local 0] <cpu>
-//   #                         out-of-place                       in-place
-//   #       size   count   type   redop    root     time   algbw   busbw #wrong ...
-//             8       2   float     sum      -1    10.24    0.00    0.00      0 ...
-//   # Out of bounds values : 0 OK
-//   # Avg bus bandwidth    : 1.2345
-//
-// Sizes and counts are nccl-tests' (<coll>GetCollByteCount): for a step of
-// `size` bytes, count = size / element size; reduce-scatter sends count/n*n
-// and receives count/n, all-gather sends count/n and receives count/n*n,
-// all-to-all sends and receives count/n*n (count/n per peer); the size column
-// is max(sent, received) bytes, the count column what the call is given.
-// algbw = size / time; busbw = algbw * the collective's factor (BusFactor in
-// bench_common.h). A step whose count rounds down to 0 is skipped.
-//
-// In-place, as nccl-tests lays it out: all-reduce and reduce use one buffer;
-// reduce-scatter's output is block `rank` of its input, all-gather's input is
-// block `rank` of its output; broadcast is in place by nature (its
-// out-of-place column copies the root's input into the output buffer first,
-// inside the timed call, which is what an out-of-place broadcast costs);
-// all-to-all and send/recv have no in-place form in braid, and their in-place
-// column is N/A (nccl-tests times it but reports no errors).
-//
-// Send/recv: each rank sends to rank+1 and receives from rank-1 (mod n), as
-// nccl-tests does; braid has no grouped send+receive, so even ranks issue the
-// send first and odd ranks the receive, which never deadlocks.
-//
-// One table section per algorithm given to -a (all-reduce: ring, tree, rhd,
-// native, auto; the others: auto or native). Per size: with -c 1 the
-// out-of-place and the in-place call are each run once on exact-check data
-// and compared element by element with a locally computed reference
-// (#wrong = mismatches summed over ranks); then each is run -w times untimed
-// and -n times timed. time = the average per iteration, the maximum over
-// ranks.
-//
-// -z 0 (default) issues all -n iterations and then waits on the last (the
-// communicator runs them in issue order); -z 1 waits for each before issuing
-// the next. Buffers are allocated once, at the largest size, and first
-// touched before anything is timed; every size is a view of them.
-//
-// --tune FILE (all-reduce only) measures ring, tree, rhd and direct (or -a's list)
-// over the sweep, picks the fastest out-of-place time at each size and writes
-// the winners for this transport and world size into FILE, the selection
-// table the communicator compiles in (collectives/allreduce_tuning.inc;
-// bench/tune.sh runs it for every transport and world size). Entries of other
-// transports and world sizes in FILE are kept.
-//
-// Long sweeps show one progress line on stderr when it is a terminal.
-//
-// Exit status: 0 all checks passed; 1 a collective failed or a check found
-// wrong values; 2 a bad flag or value (one line on stderr).
-//
-// CUDA tensors (--config=cuda builds only; a plain build refuses these flags
-// with exit status 2): --device cuda puts every buffer on GPU
-// LOCAL_RANK % (GPUs on the host), so several ranks may share one GPU. The
-// calls go where ProcessGroup::CommFor sends that device: with -t auto, NCCL
-// when every rank has its own GPU, else the host transport with the tensors
-// staged through pinned host memory; with -t shm|tcp|mpi always that
-// transport, staged. -t nccl means --device cuda with NCCL required (an error
-// when it cannot be set up) and runs NCCL's own collectives only (-a native
-// or auto): braid's algorithms reduce on the host, so over NCCL they do not
-// exist. The check (-c 1) fills and compares host copies of the buffers,
-// copied to the GPU before the call and back after it; the timed calls touch
-// only device memory. The per-rank reductions of times and #wrong go over the
-// CPU communicator.
-//
-// Flags that differ from nccl-tests: -t is the transport (nccl-tests: thread
-// count), -a the algorithm list (nccl-tests: how times are averaged), -C the
-// collective (nccl-tests: report CPU time). -g is accepted with the value 1
-// only (one device per process).
+// braid_bench: nccl-tests' *_perf programs for braid in one binary (-C names
+// the collective). Every rank is one process joining its job through
+// InitFromEnv(); rank 0 prints the nccl-tests table. What it measures and how
+// (sizes and counts, in-place, the exact check, timing, --tune, CUDA buffers,
+// the flags that differ from nccl-tests, exit status) is kDescription below,
+// which `braid_bench --help` prints after the flags; the shared harness
+// (flags, sweep, check data, table, --json) is bench/bench_common.h.
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "base/deadline.h"
 #include "base/fd.h"
+#include "base/flags.h"
 #include "base/status.h"
 #include "bench/bench_common.h"
 #include "bench/tuning_table.h"
@@ -118,7 +48,77 @@ constexpr char kProgram[] = "braid_bench";
 constexpr char kSummary[] =
     "nccl-tests compatible collective benchmark for braid. Start one process per rank with braidrun,\n"
     "torchrun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself. Rank 0 prints\n"
-    "the table. Exit status: 0 ok, 1 a collective failed or found wrong values, 2 a bad flag.";
+    "the table (what its numbers mean, and the exit status, follow the flags).";
+
+// What --help prints after the flags.
+constexpr char kDescription[] = R"(
+One binary for nccl-tests' *_perf programs: -C allreduce, reducescatter, allgather, broadcast,
+reduce, alltoall or sendrecv. Every rank is one process that joins its job with InitFromEnv(), so
+it runs under braidrun, torchrun, mpirun, or with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT
+set by hand; rank 0 prints the table:
+
+  # nThread 1 nGpus 1 minBytes 8 maxBytes 67108864 step: 2(factor) ...
+  #  Rank  0 Group  0 Pid  12345 on       host device cpu [local 0] <cpu>
+  #                         out-of-place                       in-place
+  #       size   count   type   redop    root     time   algbw   busbw #wrong ...
+            8       2   float     sum      -1    10.24    0.00    0.00      0 ...
+  # Out of bounds values : 0 OK
+  # Avg bus bandwidth    : 1.2345
+
+Sizes and counts are nccl-tests' (<coll>GetCollByteCount): for a step of `size` bytes, count =
+size / element size; reduce-scatter sends count/n*n and receives count/n, all-gather sends count/n
+and receives count/n*n, all-to-all sends and receives count/n*n (count/n per peer); the size column
+is max(sent, received) bytes, the count column what the call is given. algbw = size / time; busbw =
+algbw * the collective's factor (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all
+(n-1)/n; broadcast, reduce, send/recv 1). A step whose count rounds down to 0 is skipped.
+
+In place, as nccl-tests lays it out: all-reduce and reduce use one buffer; reduce-scatter's output
+is block `rank` of its input, all-gather's input is block `rank` of its output; broadcast is in
+place by nature (its out-of-place column copies the root's input into the output buffer first,
+inside the timed call, which is what an out-of-place broadcast costs); all-to-all and send/recv
+have no in-place form in braid, and their in-place column is N/A (nccl-tests times it but reports
+no errors).
+
+Send/recv: each rank sends to rank+1 and receives from rank-1 (mod n), as nccl-tests does; braid
+has no grouped send+receive, so even ranks issue the send first and odd ranks the receive, which
+never deadlocks.
+
+One table section per algorithm given to -a (all-reduce: ring, tree, rhd, native, auto; the
+others: auto or native). Per size: with -c 1 the out-of-place and the in-place call are each run
+once on exact-check data and compared element by element with a locally computed reference
+(#wrong = mismatches summed over ranks); then each is run -w times untimed and -n times timed.
+time = the average per iteration, the maximum over ranks.
+
+-z 0 (default) issues all -n iterations and then waits on the last (the communicator runs them in
+issue order); -z 1 waits for each before issuing the next. Buffers are allocated once, at the
+largest size, and first touched before anything is timed; every size is a view of them.
+
+--tune FILE (all-reduce only) measures ring, tree, rhd and direct (or -a's list) over the sweep,
+picks the fastest out-of-place time at each size and writes the winners for this transport and
+world size into FILE, the selection table the communicator compiles in
+(collectives/allreduce_tuning.inc; bench/tune.sh runs it for every transport and world size).
+Entries of other transports and world sizes in FILE are kept.
+
+CUDA tensors (--config=cuda builds only; a plain build refuses these flags with exit status 2):
+--device cuda puts every buffer on GPU LOCAL_RANK % (GPUs on the host), so several ranks may share
+one GPU. The calls go where ProcessGroup::CommFor sends that device: with -t auto, NCCL when every
+rank has its own GPU, else the host transport with the tensors staged through pinned host memory;
+with -t shm|tcp|mpi always that transport, staged. -t nccl means --device cuda with NCCL required
+(an error when it cannot be set up) and runs NCCL's own collectives only (-a native or auto):
+braid's algorithms reduce on the host, so over NCCL they do not exist. The check (-c 1) fills and
+compares host copies of the buffers, copied to the GPU before the call and back after it; the
+timed calls touch only device memory. The per-rank reductions of times and #wrong go over the CPU
+communicator.
+
+Flags that differ from nccl-tests: -t is the transport (nccl-tests: thread count), -a the
+algorithm list (nccl-tests: how times are averaged), -C the collective (nccl-tests: report CPU
+time). -g is accepted with the value 1 only (one device per process).
+
+Long sweeps show one progress line on stderr when it is a terminal.
+
+Exit status: 0 all checks passed; 1 a collective failed or a check found wrong values; 2 a bad
+flag or value (one line on stderr).
+)";
 
 struct BraidOptions {
   CommonOptions common;
@@ -749,7 +749,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (help) {
-    std::fputs(Usage(kProgram, kSummary, flags).c_str(), stdout);
+    std::fputs(absl::StrCat(Usage(kProgram, kSummary, flags), kDescription).c_str(), stdout);
     return 0;
   }
 

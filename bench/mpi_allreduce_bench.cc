@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/flags.h"
 #include "bench/bench_common.h"
 #include "tensor/dtype.h"
 #include "tensor/reduce.h"

@@ -12,20 +12,10 @@
 // out; the gradients live in the reducer's buckets (gradient_as_bucket_view),
 // so there is no copy in or out.
 //
-// Flags (--name=value or --name value; '-' or '_' in names):
-//   --epochs=3 --batch-size=64 (per rank) --lr=0.05 --model=small|large
-//   --samples=8192 (data set size) --seed=1
-//   --checkpoint-dir=DIR  rank 0 writes DIR/ckpt-EEEEEE.bin after every epoch
-//                         (write, fsync, rename, fsync DIR) and every run
-//                         resumes from the newest valid one
-//   --check               trains --check-steps (5) steps, then verifies that
-//                         every rank holds bit-identical parameters and that
-//                         they match one process trained on the combined
-//                         batches within 1e-4; exits 1 otherwise
-//   --hook=allreduce|fp16|bf16  the reducer's communication hook
-//   --bench-steps=N       times N steps after 3 warm-up steps and prints one
-//                         JSON line (rank 0) instead of training epochs
-//   --no-sync             every iteration in a NoSync scope (for the bench)
+// Flags: `train_mlp --help` lists them (--name=value or --name value, '-' or
+// '_' in names). --checkpoint-dir writes each checkpoint with write, fsync,
+// rename, fsync DIR; --check compares every rank's parameters bit for bit, and
+// with one process trained on the combined batches within 1e-4.
 //
 // Run without a launcher (no RANK), it trains as a single process.
 #include <cblas.h>
@@ -41,7 +31,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,10 +40,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
+#include "base/flags.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "runtime/process_group.h"
@@ -82,79 +72,78 @@ struct Flags {
   bool no_sync = false;
 };
 
-absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags f;
-  std::map<std::string, std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
-    arg = arg.substr(2);
-    std::string value;
-    const size_t eq = arg.find('=');
-    std::string name = absl::StrReplaceAll(arg.substr(0, eq), {{"_", "-"}});
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (name == "check" || name == "no-sync") {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-    }
-    given[name] = value;
-  }
-  auto integer = [&](const std::string& name, int* out) -> absl::Status {
-    auto it = given.find(name);
-    if (it == given.end()) return absl::OkStatus();
-    if (!absl::SimpleAtoi(it->second, out) || *out < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", it->second, " is not a non-negative integer"));
-    }
-    given.erase(it);
-    return absl::OkStatus();
+// The flags (base/flags.h), writing into *f, which must outlive them.
+std::vector<Flag> TrainFlags(Flags* f) {
+  // A non-negative int; `positive` also refuses 0.
+  auto integer = [](int* out, bool positive = false) {
+    return [out, positive](absl::string_view v) -> absl::Status {
+      int n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < 0 || (positive && n == 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"", v, "\" is not a ", positive ? "positive" : "non-negative", " integer"));
+      }
+      *out = n;
+      return absl::OkStatus();
+    };
   };
-  auto boolean = [&](const std::string& name, bool* out) -> absl::Status {
-    auto it = given.find(name);
-    if (it == given.end()) return absl::OkStatus();
-    if (!absl::SimpleAtob(it->second, out)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", it->second, " is not a boolean"));
-    }
-    given.erase(it);
-    return absl::OkStatus();
+  auto one_of = [](std::string* out, std::vector<std::string> allowed) {
+    return [out, allowed](absl::string_view v) -> absl::Status {
+      for (const std::string& a : allowed) {
+        if (v == a) {
+          *out = a;
+          return absl::OkStatus();
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat("\"", v, "\": want ", absl::StrJoin(allowed, ", ")));
+    };
   };
-  auto text = [&](const std::string& name, std::string* out) {
-    auto it = given.find(name);
-    if (it == given.end()) return;
-    *out = it->second;
-    given.erase(it);
+  auto boolean = [](bool* out) {
+    return [out](absl::string_view v) -> absl::Status {
+      *out = v == "true";
+      return absl::OkStatus();
+    };
   };
-  BRAID_RETURN_IF_ERROR(integer("epochs", &f.epochs));
-  BRAID_RETURN_IF_ERROR(integer("batch-size", &f.batch_size));
-  BRAID_RETURN_IF_ERROR(integer("samples", &f.samples));
-  BRAID_RETURN_IF_ERROR(integer("check-steps", &f.check_steps));
-  BRAID_RETURN_IF_ERROR(integer("bench-steps", &f.bench_steps));
-  BRAID_RETURN_IF_ERROR(boolean("check", &f.check));
-  BRAID_RETURN_IF_ERROR(boolean("no-sync", &f.no_sync));
-  int seed = 1;
-  BRAID_RETURN_IF_ERROR(integer("seed", &seed));
-  f.seed = static_cast<uint64_t>(seed);
-  if (auto it = given.find("lr"); it != given.end()) {
-    if (!absl::SimpleAtod(it->second, &f.lr) || !(f.lr > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("--lr=", it->second, " is not a positive number"));
-    }
-    given.erase(it);
-  }
-  text("model", &f.model);
-  text("checkpoint-dir", &f.checkpoint_dir);
-  text("hook", &f.hook);
-  if (!given.empty()) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", given.begin()->first));
-  if (f.model != "small" && f.model != "large") {
-    return absl::InvalidArgumentError(absl::StrCat("--model=", f.model, ": want small or large"));
-  }
-  if (f.hook != "allreduce" && f.hook != "fp16" && f.hook != "bf16") {
-    return absl::InvalidArgumentError(absl::StrCat("--hook=", f.hook, ": want allreduce, fp16 or bf16"));
-  }
-  if (f.batch_size == 0) return absl::InvalidArgumentError("--batch-size must be positive");
-  return f;
+  std::vector<Flag> flags;
+  flags.push_back({0, "epochs", "N", "epochs to train (default 3)", integer(&f->epochs)});
+  flags.push_back({0, "batch-size", "N", "samples per step, per rank (default 64)", integer(&f->batch_size, true)});
+  flags.push_back({0, "lr", "X", "SGD learning rate (default 0.05)", [f](absl::string_view v) -> absl::Status {
+                     double lr = 0;
+                     if (!absl::SimpleAtod(v, &lr) || !(lr > 0)) {
+                       return absl::InvalidArgumentError(absl::StrCat("\"", v, "\" is not a positive number"));
+                     }
+                     f->lr = lr;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "model", "small|large",
+                   "small: DDP's tutorial model, 1000 -> 512 -> 10 (default); large: 1000 -> 4096 -> 4096 -> 1024 -> 10",
+                   one_of(&f->model, {"small", "large"})});
+  flags.push_back({0, "samples", "N", "synthetic data set size (default 8192)", integer(&f->samples)});
+  flags.push_back({0, "seed", "N", "data and initialisation seed (default 1)", [f](absl::string_view v) -> absl::Status {
+                     int seed = 0;
+                     if (!absl::SimpleAtoi(v, &seed) || seed < 0) {
+                       return absl::InvalidArgumentError(absl::StrCat("\"", v, "\" is not a non-negative integer"));
+                     }
+                     f->seed = static_cast<uint64_t>(seed);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "checkpoint-dir", "DIR",
+                   "rank 0 writes DIR/ckpt-EEEEEE.bin after every epoch; every run resumes from the newest valid one",
+                   [f](absl::string_view v) -> absl::Status {
+                     f->checkpoint_dir = std::string(v);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "check", "",
+                   "train --check-steps steps, then verify that every rank holds bit-identical parameters matching one "
+                   "process trained on the combined batches; exit 1 otherwise",
+                   boolean(&f->check)});
+  flags.push_back({0, "check-steps", "N", "steps --check trains (default 5)", integer(&f->check_steps)});
+  flags.push_back({0, "hook", "allreduce|fp16|bf16", "the reducer's communication hook (default allreduce)",
+                   one_of(&f->hook, {"allreduce", "fp16", "bf16"})});
+  flags.push_back({0, "bench-steps", "N",
+                   "time N steps after 3 warm-up steps and print one JSON line (rank 0) instead of training epochs",
+                   integer(&f->bench_steps)});
+  flags.push_back({0, "no-sync", "", "every iteration in a NoSync scope (for the bench)", boolean(&f->no_sync)});
+  return flags;
 }
 
 // splitmix64: a tiny deterministic generator, identical on every rank.
@@ -688,12 +677,24 @@ absl::Status Run(const Flags& flags) {
 }  // namespace braid::examples
 
 int main(int argc, char** argv) {
-  absl::StatusOr<braid::examples::Flags> flags = braid::examples::ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "train_mlp: %s\n", std::string(flags.status().message()).c_str());
+  braid::examples::Flags flags;
+  const std::vector<braid::Flag> flag_list = braid::examples::TrainFlags(&flags);
+  bool help = false;
+  const absl::Status parsed = braid::ParseFlags(argc, argv, flag_list, &help);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "train_mlp: %s\n", std::string(parsed.message()).c_str());
     return 2;
   }
-  const absl::Status status = braid::examples::Run(*flags);
+  if (help) {
+    std::fputs(braid::Usage("train_mlp",
+                            "A data-parallel MLP trainer on braid's Reducer; run it under braidrun (or alone, as one "
+                            "process).",
+                            flag_list)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  const absl::Status status = braid::examples::Run(flags);
   if (!status.ok()) {
     std::fprintf(stderr, "train_mlp: %s\n", status.ToString().c_str());
     return 1;

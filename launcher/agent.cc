@@ -20,6 +20,7 @@
 #include "base/auth.h"
 #include "base/env.h"
 #include "base/fd.h"
+#include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "launcher/rendezvous.h"
@@ -34,7 +35,6 @@ namespace {
 BRAID_ENV_KNOB(kStopGraceKnob, "BRAID_STOP_GRACE_SEC", "5",
                "braidrun: seconds between SIGTERM and SIGKILL when it stops a worker group.");
 
-constexpr uint16_t kDefaultRdzvPort = 29400;
 constexpr int kDefaultMasterPort = 29500;
 constexpr char kShutdownPrefix[] = "shutdown: ";
 
@@ -76,7 +76,7 @@ absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o) {
     return secret;
   }
   BRAID_ASSIGN_OR_RETURN(std::string generated, JobSecret::Generate());
-  setenv("BRAID_JOB_SECRET", generated.c_str(), 1);  // still single-threaded here
+  setenv(launch_env::kJobSecret, generated.c_str(), 1);  // still single-threaded here
   return JobSecret(generated);
 }
 
@@ -206,24 +206,24 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
   };
   const int world = members.world_size();
   const int nproc = members.nodes[members.node_rank].nproc;
-  set(base, "WORLD_SIZE", absl::StrCat(world), true);
-  set(base, "LOCAL_WORLD_SIZE", absl::StrCat(nproc), true);
-  set(base, "GROUP_RANK", absl::StrCat(members.node_rank), true);
-  set(base, "GROUP_WORLD_SIZE", absl::StrCat(members.nodes.size()), true);
-  set(base, "ROLE_NAME", o_.role, true);
-  set(base, "ROLE_WORLD_SIZE", absl::StrCat(world), true);
-  set(base, "MASTER_ADDR", master.substr(0, colon), true);
-  set(base, "MASTER_PORT", master.substr(colon + 1), true);
-  set(base, "TORCHELASTIC_RESTART_COUNT", absl::StrCat(restarts_), true);
-  set(base, "TORCHELASTIC_MAX_RESTARTS", absl::StrCat(o_.max_restarts), true);
-  set(base, "TORCHELASTIC_RUN_ID", run_id_, true);
+  set(base, launch_env::kWorldSize, absl::StrCat(world), true);
+  set(base, launch_env::kLocalWorldSize, absl::StrCat(nproc), true);
+  set(base, launch_env::kGroupRank, absl::StrCat(members.node_rank), true);
+  set(base, launch_env::kGroupWorldSize, absl::StrCat(members.nodes.size()), true);
+  set(base, launch_env::kRoleName, o_.role, true);
+  set(base, launch_env::kRoleWorldSize, absl::StrCat(world), true);
+  set(base, launch_env::kMasterAddr, master.substr(0, colon), true);
+  set(base, launch_env::kMasterPort, master.substr(colon + 1), true);
+  set(base, launch_env::kRestartCount, absl::StrCat(restarts_), true);
+  set(base, launch_env::kMaxRestarts, absl::StrCat(o_.max_restarts), true);
+  set(base, launch_env::kRunId, run_id_, true);
   // braid's store does not speak PyTorch's protocol: PyTorch hosts its own.
-  set(base, "TORCHELASTIC_USE_AGENT_STORE", "False", true);
-  set(base, "OMP_NUM_THREADS", "1", false);
-  set(base, "BRAID_STORE_ADDR", ToString(store_.address), true);
-  set(base, "BRAID_STORE_PREFIX", absl::StrCat("braidrun/", run_id_, "/r", members.round, "/workers"), true);
+  set(base, launch_env::kUseAgentStore, "False", true);
+  set(base, launch_env::kOmpNumThreads, "1", false);
+  set(base, launch_env::kStoreAddr, ToString(store_.address), true);
+  set(base, launch_env::kStorePrefix, absl::StrCat("braidrun/", run_id_, "/r", members.round, "/workers"), true);
   // Flight-recorder dumps next to the logs, per attempt (kept when the job fails).
-  set(base, "BRAID_FLIGHT_DIR", absl::StrCat(files_dir_, "/attempt_", members.round, "/flight"), false);
+  set(base, launch_env::kFlightDir, absl::StrCat(files_dir_, "/attempt_", members.round, "/flight"), false);
 
   const std::vector<std::string> command = WorkerCommand(o_);
   std::vector<WorkerSpec> specs;
@@ -237,10 +237,11 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
     const std::string dir = absl::StrCat(files_dir_, "/attempt_", members.round);
     spec.argv.insert(spec.argv.end(),
                      {"/bin/sh", "-c",
-                      absl::StrCat("export RANK=$OMPI_COMM_WORLD_RANK LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK "
-                                   "ROLE_RANK=$OMPI_COMM_WORLD_RANK TORCHELASTIC_ERROR_FILE=",
-                                   dir, "/$OMPI_COMM_WORLD_RANK/error.json; mkdir -p ", dir,
-                                   "/$OMPI_COMM_WORLD_RANK; exec \"$@\""),
+                      absl::StrCat("export ", launch_env::kRank, "=$", launch_env::kOmpiRank, " ",
+                                   launch_env::kLocalRank, "=$", launch_env::kOmpiLocalRank, " ", launch_env::kRoleRank,
+                                   "=$", launch_env::kOmpiRank, " ", launch_env::kErrorFile, "=", dir, "/$",
+                                   launch_env::kOmpiRank, "/error.json; mkdir -p ", dir, "/$", launch_env::kOmpiRank,
+                                   "; exec \"$@\""),
                       "braidrun-worker"});
     spec.argv.insert(spec.argv.end(), command.begin(), command.end());
     spec.env = base;
@@ -254,12 +255,12 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
     spec.global_rank = first + local;
     spec.argv = command;
     spec.env = base;
-    set(spec.env, "RANK", absl::StrCat(spec.global_rank), true);
-    set(spec.env, "LOCAL_RANK", absl::StrCat(local), true);
-    set(spec.env, "ROLE_RANK", absl::StrCat(spec.global_rank), true);
+    set(spec.env, launch_env::kRank, absl::StrCat(spec.global_rank), true);
+    set(spec.env, launch_env::kLocalRank, absl::StrCat(local), true);
+    set(spec.env, launch_env::kRoleRank, absl::StrCat(spec.global_rank), true);
     const std::string dir = AttemptDir(members.round, spec.global_rank);
     spec.error_file = absl::StrCat(dir, "/error.json");
-    set(spec.env, "TORCHELASTIC_ERROR_FILE", spec.error_file, true);
+    set(spec.env, launch_env::kErrorFile, spec.error_file, true);
     const int files = o_.redirects.For(local) | o_.tee.For(local);
     const int redirected = o_.redirects.For(local);
     if (files & 1) spec.stdout_log = absl::StrCat(dir, "/stdout.log");

@@ -1,10 +1,12 @@
 // braidrun: a drop-in for torchrun. See launcher/options.h for the flags and
-// launcher/agent.h for what the agent does; `braidrun -h` lists every flag.
+// launcher/agent.h for what the agent does; `braidrun -h` lists every flag,
+// `braidrun --print-env` every environment knob (launcher/knob_table.h).
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "launcher/agent.h"
+#include "launcher/knob_table.h"
 #include "launcher/options.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +19,10 @@ int main(int argc, char** argv) {
   }
   if (options->help) {
     std::fputs(braid::LaunchHelpText().c_str(), stdout);
+    return 0;
+  }
+  if (options->print_env) {
+    std::fputs(braid::PrintEnvText().c_str(), stdout);
     return 0;
   }
   return braid::RunAgent(*options);

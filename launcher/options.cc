@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/fd.h"
 #include "base/status.h"
 
 namespace braid {
@@ -162,6 +163,10 @@ const std::vector<Flag>& Flags() {
       {{"--rdzv-endpoint"}, true, "HOST[:PORT]",
        "Where the rendezvous store listens (default port 29400). The agent on that host hosts it.",
        [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         // The agent parses it again to host or reach the store; refused here, it never gets that far.
+         if (!ParseHostPort(v, kDefaultRdzvPort).ok()) {
+           return Bad("--rdzv-endpoint", v, "expected HOST[:PORT] with PORT at most 65535 ([ADDR]:PORT for IPv6)");
+         }
          o.rdzv_endpoint = v;
          return absl::OkStatus();
        }},
@@ -270,6 +275,13 @@ const std::vector<Flag>& Flags() {
          o.mpi = true;
          return absl::OkStatus();
        }},
+      {{"--print-env"}, false, nullptr,
+       "List every environment knob braid reads (BRAID_*, and TORCHELASTIC_RUN_ID) with its value here, or "
+       "its default, and what it does; then exit.",
+       [](LaunchOptions& o, const std::string&) {
+         o.print_env = true;
+         return absl::OkStatus();
+       }},
       {{"--start-method"}, true, "spawn|fork|forkserver",
        "Accepted for torchrun compatibility; braidrun always starts workers with fork+exec.",
        [](LaunchOptions&, const std::string& v) -> absl::Status {
@@ -327,6 +339,12 @@ absl::Status CheckCombinations(LaunchOptions& o) {
       return absl::InvalidArgumentError("--rdzv-backend=c10d with several nodes needs --rdzv-endpoint HOST[:PORT]");
     }
   }
+  if (o.rdzv_backend == "static" && o.max_nodes > 1 && o.rdzv_endpoint.empty() && o.master_port >= 65535) {
+    // The static backend's store then listens on MASTER_PORT + 1.
+    return absl::InvalidArgumentError(absl::StrCat("--master-port ", o.master_port,
+                                                   " leaves no port for the store at MASTER_PORT+1: give "
+                                                   "--rdzv-endpoint HOST:PORT or a lower --master-port"));
+  }
   if (o.mpi && o.max_nodes != 1) return absl::InvalidArgumentError("--mpi starts one node's workers: use --nnodes=1");
   for (int rank : o.local_ranks_filter) {
     if (rank >= o.nproc_per_node) {
@@ -379,6 +397,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>&
       return absl::InvalidArgumentError(absl::StrCat("argument ", name, ": takes no value"));
     }
     BRAID_RETURN_IF_ERROR(flag->set(options, value));
+    if (options.print_env) return options;  // like --help: nothing after it matters
   }
   if (i < args.size()) {
     options.program = args[i];

@@ -7,7 +7,9 @@
 // both "--flag=value" and "--flag value". The first argument that is not a
 // flag (or everything after "--") is the program and its arguments. A bad flag
 // or an impossible combination is kInvalidArgument with one line that says
-// what is wrong; braidrun prints it and exits 2, as argparse does.
+// what is wrong; braidrun prints it and exits 2, as argparse does. Every check
+// that needs no other process is made here, so that braidrun refuses a bad
+// command line before it prints or starts anything.
 #ifndef BRAID_LAUNCHER_OPTIONS_H_
 #define BRAID_LAUNCHER_OPTIONS_H_
 
@@ -29,13 +31,16 @@ struct StreamSelection {
   int For(int local_rank) const;
 };
 
+// The rendezvous store's port when --rdzv-endpoint names none (torchrun's).
+inline constexpr uint16_t kDefaultRdzvPort = 29400;
+
 struct LaunchOptions {
   int min_nodes = 1;
   int max_nodes = 1;
   int nproc_per_node = 1;
   int node_rank = -1;  // -1: assigned by rendezvous (c10d), 0 for static
   std::string rdzv_backend = "static";  // "static" or "c10d"
-  std::string rdzv_endpoint;            // HOST[:PORT], default port 29400
+  std::string rdzv_endpoint;            // HOST[:PORT] (checked), default port kDefaultRdzvPort
   std::string rdzv_id = "none";
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
@@ -59,10 +64,12 @@ struct LaunchOptions {
   std::string program;
   std::vector<std::string> program_args;
   bool help = false;
+  bool print_env = false;  // --print-env: list braid's environment knobs and exit
 };
 
-// Parses argv[1..] (without the program name). --help sets `help` and skips
-// the checks that need a program.
+// Parses argv[1..] (without the program name). --help sets `help`, and
+// --print-env `print_env`; either stops parsing there and skips the checks
+// that need a program.
 absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args);
 
 // What -h prints: every flag, one paragraph each.

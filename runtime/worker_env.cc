@@ -5,14 +5,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/launch_env.h"
 #include "base/status.h"
 
 namespace braid {
 namespace {
 
-BRAID_ENV_KNOB(kStoreAddrKnob, "BRAID_STORE_ADDR", "",
+BRAID_ENV_KNOB(kStoreAddrKnob, launch_env::kStoreAddr, "",
                "host:port of a running braid store (braidrun sets it); else rank 0 hosts one on MASTER_PORT.");
-BRAID_ENV_KNOB(kStorePrefixKnob, "BRAID_STORE_PREFIX", "", "Namespace of this run in the store (braidrun sets it).");
+BRAID_ENV_KNOB(kStorePrefixKnob, launch_env::kStorePrefix, "", "Namespace of this run in the store (braidrun sets it).");
 
 constexpr char kHowToStart[] =
     "start workers with braidrun, torchrun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
@@ -36,27 +37,27 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv() {
   WorkerEnv env;
   env.store_addr = kStoreAddrKnob.String();
   env.store_prefix = kStorePrefixKnob.String();
-  if (std::getenv("RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
+  if (std::getenv(launch_env::kRank) == nullptr && std::getenv(launch_env::kOmpiRank) != nullptr) {
     env.under_mpirun = true;
-    BRAID_ASSIGN_OR_RETURN(env.rank, IntVariable("OMPI_COMM_WORLD_RANK", true, 0));
-    BRAID_ASSIGN_OR_RETURN(env.world_size, IntVariable("OMPI_COMM_WORLD_SIZE", true, 1));
-    BRAID_ASSIGN_OR_RETURN(env.local_rank, IntVariable("OMPI_COMM_WORLD_LOCAL_RANK", false, 0));
-    BRAID_ASSIGN_OR_RETURN(env.local_world_size, IntVariable("OMPI_COMM_WORLD_LOCAL_SIZE", false, env.world_size));
-    BRAID_ASSIGN_OR_RETURN(env.group_rank, IntVariable("OMPI_COMM_WORLD_NODE_RANK", false, 0));
+    BRAID_ASSIGN_OR_RETURN(env.rank, IntVariable(launch_env::kOmpiRank, true, 0));
+    BRAID_ASSIGN_OR_RETURN(env.world_size, IntVariable(launch_env::kOmpiSize, true, 1));
+    BRAID_ASSIGN_OR_RETURN(env.local_rank, IntVariable(launch_env::kOmpiLocalRank, false, 0));
+    BRAID_ASSIGN_OR_RETURN(env.local_world_size, IntVariable(launch_env::kOmpiLocalSize, false, env.world_size));
+    BRAID_ASSIGN_OR_RETURN(env.group_rank, IntVariable(launch_env::kOmpiNodeRank, false, 0));
   } else {
-    BRAID_ASSIGN_OR_RETURN(env.rank, IntVariable("RANK", true, 0));
-    BRAID_ASSIGN_OR_RETURN(env.world_size, IntVariable("WORLD_SIZE", true, 1));
-    BRAID_ASSIGN_OR_RETURN(env.local_rank, IntVariable("LOCAL_RANK", false, env.rank));
-    BRAID_ASSIGN_OR_RETURN(env.local_world_size, IntVariable("LOCAL_WORLD_SIZE", false, env.world_size));
-    BRAID_ASSIGN_OR_RETURN(env.group_rank, IntVariable("GROUP_RANK", false, 0));
+    BRAID_ASSIGN_OR_RETURN(env.rank, IntVariable(launch_env::kRank, true, 0));
+    BRAID_ASSIGN_OR_RETURN(env.world_size, IntVariable(launch_env::kWorldSize, true, 1));
+    BRAID_ASSIGN_OR_RETURN(env.local_rank, IntVariable(launch_env::kLocalRank, false, env.rank));
+    BRAID_ASSIGN_OR_RETURN(env.local_world_size, IntVariable(launch_env::kLocalWorldSize, false, env.world_size));
+    BRAID_ASSIGN_OR_RETURN(env.group_rank, IntVariable(launch_env::kGroupRank, false, 0));
   }
   if (env.world_size < 1 || env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", env.rank, " is not below the world size ", env.world_size));
   }
-  const char* addr = std::getenv("MASTER_ADDR");
+  const char* addr = std::getenv(launch_env::kMasterAddr);
   env.master_addr = addr != nullptr ? addr : "";
-  BRAID_ASSIGN_OR_RETURN(int port, IntVariable("MASTER_PORT", false, 0));
+  BRAID_ASSIGN_OR_RETURN(int port, IntVariable(launch_env::kMasterPort, false, 0));
   if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", port, " is not a port"));
   env.master_port = static_cast<uint16_t>(port);
   // Under mpirun the group bootstraps over MPI instead (runtime/process_group.h).

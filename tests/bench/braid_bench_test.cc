@@ -174,6 +174,22 @@ TEST_CASE("braid_bench: bad collective flags exit 2 with one line", "[bench]") {
   }
 }
 
+TEST_CASE("braid_bench -h: the flags, then what the numbers mean, exit 0", "[bench]") {
+  for (const char* flag : {"-h", "--help"}) {
+    const ProcessExit exit = RunProcess({Runfile("bench/braid_bench"), flag}, {}, "help", absl::Seconds(30), kUnset);
+    INFO(flag << " -> " << exit.code << ": " << exit.err);
+    CHECK(exit.code == 0);
+    CHECK(exit.err.empty());
+    CHECK(absl::StartsWith(exit.out, "usage: braid_bench [flags]\n"));
+    for (const char* text : {"-b, --minbytes BYTES", "-C, --collective NAME", "    --tune FILE", "-h, --help",
+                             "Sizes and counts are nccl-tests'", "In place, as nccl-tests lays it out",
+                             "Flags that differ from nccl-tests", "Exit status: 0 all checks passed"}) {
+      INFO(text);
+      CHECK(absl::StrContains(exit.out, text));
+    }
+  }
+}
+
 TEST_CASE("braid_bench --tune writes this transport's rows and keeps the others", "[bench]") {
   const std::string table = absl::StrCat(TestTempDir(), "/tuning.inc");
   {

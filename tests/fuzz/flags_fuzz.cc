@@ -1,6 +1,6 @@
 // libFuzzer target: braidrun's flag parser. The input is argv (arguments
 // separated by NUL bytes). Parsing must never crash; an accepted command line
-// must name a program (or ask for help) and give a worker command for it.
+// must name a program (or ask for help or --print-env) and give a worker command for it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (options.status().message().empty()) std::abort();  // every refusal says why
     return 0;
   }
-  if (options->help) return 0;
+  if (options->help || options->print_env) return 0;
   if (options->program.empty()) std::abort();
   if (braid::WorkerCommand(*options).empty()) std::abort();
   if (options->min_nodes > options->max_nodes || options->nproc_per_node < 1) std::abort();

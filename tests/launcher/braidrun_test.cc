@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -271,6 +272,36 @@ TEST_CASE("braidrun: a bad flag is one line and exit code 2", "[launcher]") {
   CHECK(exit.code == 2);
   CHECK(exit.err == "braidrun: error: argument --nproc-per-node: invalid value 'many': not an integer "
                     "(braidrun -h lists the flags)\n");
+}
+
+TEST_CASE("braidrun: a bad --rdzv-endpoint is exit 2 and one line, before anything else", "[launcher]") {
+  for (const std::string endpoint : {"host:99999", "host:abc"}) {
+    INFO(endpoint);
+    // Several nodes and no job secret: the agent used to warn about the secret first, then fail with exit 1.
+    const ProcessExit exit =
+        Run({"--rdzv-backend=c10d", "--nnodes=2", absl::StrCat("--rdzv-endpoint=", endpoint)}, {}, "bad_endpoint");
+    INFO(Dump(exit));
+    CHECK(exit.code == 2);
+    CHECK(exit.out.empty());
+    CHECK(absl::StartsWith(exit.err, "braidrun: error: argument --rdzv-endpoint: invalid value '" + endpoint + "'"));
+    CHECK(std::count(exit.err.begin(), exit.err.end(), '\n') == 1);
+    CHECK(absl::EndsWith(exit.err, "\n"));
+  }
+}
+
+TEST_CASE("braidrun --print-env: knobs of every layer, with values, defaults and help", "[launcher]") {
+  const ProcessExit exit = RunProcess({Runfile("launcher/braidrun"), "--print-env"}, {{"BRAID_ALGO", "ring"}},
+                                      "print_env", kTimeout, {"BRAID_TRANSPORT", "BRAID_TIMEOUT_SEC"});
+  INFO(Dump(exit));
+  CHECK(exit.code == 0);
+  CHECK(exit.err.empty());
+  const std::string out = "\n" + exit.out;  // every knob's line starts after a newline
+  // collectives/ (set here), runtime/ (unset), base/ and launcher/: braidrun links none of the first two.
+  CHECK(absl::StrContains(out, "\nBRAID_ALGO=ring\n    All-reduce algorithm: auto, ring, tree, rhd"));
+  CHECK(absl::StrContains(out, "\nBRAID_TRANSPORT (unset, default auto)\n    Transport: auto (mpi under mpirun"));
+  CHECK(absl::StrContains(out, "\nBRAID_TIMEOUT_SEC (unset, default 600)\n    Deadline for every collective"));
+  CHECK(absl::StrContains(out, "\nBRAID_STOP_GRACE_SEC (unset, default 5)\n    braidrun: seconds between"));
+  CHECK(absl::StrContains(out, "\nBRAID_TIMELINE (unset, no default)\n"));
 }
 
 TEST_CASE("braidrun: a PyTorch DDP script runs unchanged (env:// init, gloo)", "[launcher][torch]") {

@@ -91,10 +91,34 @@ TEST_CASE("options: -h needs no program", "[launcher]") {
   for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--rdzv-backend", "--rdzv-endpoint",
                            "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts", "--monitor-interval",
                            "--master-addr", "--master-port", "--role", "--local-addr", "--redirects", "--tee",
-                           "--log-dir", "--local-ranks-filter", "--no-python", "--run-path", "--module", "--mpi"}) {
+                           "--log-dir", "--local-ranks-filter", "--no-python", "--run-path", "--module", "--mpi",
+                           "--print-env"}) {
     INFO(flag);
     CHECK(absl::StrContains(help, flag));
   }
+}
+
+TEST_CASE("options: --print-env needs no program and stops parsing", "[launcher]") {
+  absl::StatusOr<LaunchOptions> o = Parse({"--print-env"});
+  REQUIRE(o.ok());
+  CHECK(o->print_env);
+  CHECK_FALSE(o->help);
+  o = Parse({"--nproc-per-node=2", "--print-env", "--bogus"});
+  REQUIRE(o.ok());
+  CHECK(o->print_env);
+  // A bad flag before it is still refused.
+  CHECK_FALSE(Parse({"--nproc-per-node=many", "--print-env"}).ok());
+}
+
+TEST_CASE("options: --rdzv-endpoint takes HOST, HOST:PORT and [ADDR]:PORT", "[launcher]") {
+  for (const std::string endpoint : {"10.0.0.1", "node7:29400", "node7:1", "[::1]:65535", "[fe80::1]"}) {
+    absl::StatusOr<LaunchOptions> o = Parse({"--rdzv-backend=c10d", "--nnodes=2", "--rdzv-endpoint", endpoint, "prog"});
+    INFO(endpoint << " <- " << o.status());
+    REQUIRE(o.ok());
+    CHECK(o->rdzv_endpoint == endpoint);
+  }
+  // Static multi-node with the endpoint given: MASTER_PORT+1 is not needed.
+  CHECK(Parse({"--nnodes=2", "--master-port=65535", "--rdzv-endpoint=h:29400", "prog"}).ok());
 }
 
 TEST_CASE("options: every bad flag or combination is one clear line", "[launcher]") {
@@ -121,6 +145,12 @@ TEST_CASE("options: every bad flag or combination is one clear line", "[launcher
        "--node-rank is for --rdzv-backend=static"},
       {{"--nproc-per-node=2", "--local-ranks-filter=3", "prog"}, "not a local rank"},
       {{"--mpi", "--nnodes=2", "prog"}, "--mpi starts one node's workers"},
+      {{"--rdzv-endpoint=host:99999", "prog"}, "--rdzv-endpoint: invalid value 'host:99999'"},
+      {{"--rdzv-endpoint=host:abc", "prog"}, "--rdzv-endpoint: invalid value 'host:abc'"},
+      {{"--rdzv-endpoint", ":29400", "prog"}, "--rdzv-endpoint: invalid value ':29400'"},
+      {{"--rdzv-endpoint=[::1", "prog"}, "--rdzv-endpoint: invalid value '[::1'"},
+      {{"--rdzv-backend=c10d", "--nnodes=2", "--rdzv-endpoint=h:-1", "prog"}, "--rdzv-endpoint: invalid value"},
+      {{"--nnodes=2", "--master-port=65535", "prog"}, "leaves no port for the store"},
   };
   for (const auto& [args, expected] : cases) {
     absl::StatusOr<LaunchOptions> o = Parse(args);

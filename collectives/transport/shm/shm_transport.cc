@@ -35,7 +35,7 @@ BRAID_ENV_KNOB(kShmPeerAccessKnob, "BRAID_SHM_PEER_ACCESS", "1",
                "shared windows.");
 BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",
                "shm: KiB in each half of a rank's shared window, the window all-reduce's round size (a multiple "
-               "of 4; default 1024; 0 turns the windows off, and direct sends messages instead).");
+               "of 4; default 1024; 0 turns the windows off, and direct runs one-shot instead).");
 
 }  // namespace
 
