@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The layering check (../shared/DESIGN.md, "Layers"): fails when a file or a
+# Bazel target reaches a floor it may not use.
+#
+#   base                   uses nothing of braid
+#   tensor                 base only (it knows no processes)
+#   store                  base only
+#   collectives/transport  base, tensor (never the algorithms or the communicator)
+#   collectives            base, tensor, collectives/transport (never runtime, the store or the launcher)
+#   runtime                base, tensor, store, collectives
+#   launcher               base, store (it links no collectives, no runtime)
+#
+# Two checks: every #include "..." in the floor's sources, and (unless
+# --includes-only, or without bazel) every target's dependencies from
+# `bazel query --notool_deps` (a build-time tool, e.g. braidrun's knob list
+# generator, may link more: it is not linked into the target).
+#
+#   tools/check_layering.sh                  # from the checkout: both checks
+#   tools/check_layering.sh --includes-only [ROOT]
+set -euo pipefail
+
+includes_only=0
+if [[ "${1:-}" == "--includes-only" ]]; then
+  includes_only=1
+  shift
+fi
+root=${1:-"$(cd "$(dirname "$0")/.." && pwd)"}
+cd "$root"
+
+# floor | folders it must not include from (prefixes of workspace paths)
+rules=(
+  "base|tensor/ store/ collectives/ runtime/ launcher/ capi/ python/ bench/ examples/ tests/ tools/"
+  "tensor|store/ collectives/ runtime/ launcher/ capi/ python/ bench/ examples/ tests/"
+  "store|tensor/ collectives/ runtime/ launcher/ capi/ python/ bench/ examples/ tests/"
+  "collectives/transport|collectives/[^t] collectives/t[^r] collectives/tr[^a] runtime/ store/ launcher/ capi/ python/ bench/ examples/ tests/"
+  "collectives|runtime/ store/ launcher/ capi/ python/ bench/ examples/ tests/"
+  "runtime|launcher/ capi/ python/ bench/ examples/ tests/"
+  "launcher|collectives/ runtime/ tensor/ capi/ python/ bench/ examples/ tests/"
+)
+
+violations=0
+report() {
+  echo "check_layering: $*" >&2
+  violations=$((violations + 1))
+}
+
+for rule in "${rules[@]}"; do
+  floor=${rule%%|*}
+  forbidden=${rule#*|}
+  [[ -d "$floor" ]] || continue
+  # collectives/ is checked without its transport/ floor (which has its own rule).
+  files=$(find "$floor" \( -name '*.h' -o -name '*.cc' -o -name '*.inc' -o -name '*.cu' \) -print | sort)
+  if [[ "$floor" == "collectives" ]]; then files=$(grep -v '^collectives/transport/' <<<"$files" || true); fi
+  for prefix in $forbidden; do
+    while IFS= read -r hit; do
+      [[ -n "$hit" ]] || continue
+      report "$floor may not use ${prefix%%\[*}: $hit"
+    done < <(grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]+\"${prefix}" $files /dev/null 2>/dev/null || true)
+  done
+done
+
+# Bazel targets: what each floor's targets link (tools excluded).
+if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE ]]; then
+  query_rules=(
+    "//base/...|//tensor/... + //store/... + //collectives/... + //runtime/... + //launcher/..."
+    "//tensor/...|//store/... + //collectives/... + //runtime/... + //launcher/..."
+    "//store/...|//tensor/... + //collectives/... + //runtime/... + //launcher/..."
+    "//collectives/transport/...|//collectives:* + //runtime/... + //store/... + //launcher/..."
+    "//collectives:*|//runtime/... + //store/... + //launcher/..."
+    "//runtime/...|//launcher/..."
+    "//launcher/...|//collectives/... + //runtime/... + //tensor/..."
+  )
+  for rule in "${query_rules[@]}"; do
+    from=${rule%%|*}
+    to=${rule#*|}
+    edges=$(bazel query --noshow_progress --notool_deps "deps($from) intersect ($to)" 2>/dev/null) ||
+      { report "bazel query failed for $from"; continue; }
+    while IFS= read -r target; do
+      [[ -n "$target" ]] || continue
+      report "a target under $from depends on $target"
+    done <<<"$edges"
+  done
+fi
+
+if [[ $violations -gt 0 ]]; then
+  echo "check_layering: $violations forbidden edge(s); see ../shared/DESIGN.md, \"Layers\"" >&2
+  exit 1
+fi
+echo "check_layering: ok"
