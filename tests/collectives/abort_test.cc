@@ -13,6 +13,7 @@
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
@@ -58,10 +59,7 @@ TEST_CASE("Communicator::Abort tells the peers at once, idle or not", "[collecti
       }
       return absl::OkStatus();
     });
-    for (size_t r = 0; r < statuses.size(); ++r) {
-      INFO("rank " << r << ": " << statuses[r]);
-      CHECK(statuses[r].ok());
-    }
+    CHECK_ALL_OK(statuses);
   }
 }
 

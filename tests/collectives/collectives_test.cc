@@ -24,6 +24,7 @@
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid::testing {
 namespace {
@@ -46,10 +47,7 @@ TEST_CASE("Collectives: every collective, algorithm and dtype matches the refere
       options.timeout = absl::Seconds(FullMatrix() ? 600 : 120);
       auto statuses = RunRanks(n, RankMode::kProcesses,
                                [&](RankContext& context) { return Conformance(context, transport_kind); }, options);
-      for (int r = 0; r < n; ++r) {
-        INFO("rank " << r << ": " << statuses[r]);
-        REQUIRE(statuses[r].ok());
-      }
+      REQUIRE_ALL_OK(statuses);
     }
   }
 }
@@ -103,10 +101,7 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
         }
         return absl::OkStatus();
       });
-      for (int r = 0; r < n; ++r) {
-        INFO("rank " << r << ": " << statuses[r]);
-        REQUIRE(statuses[r].ok());
-      }
+      REQUIRE_ALL_OK(statuses);
     }
   }
 }
@@ -137,10 +132,8 @@ TEST_CASE("Collectives: shm probes cross-memory attach, and the probe's verdict 
       WARN("process_vm_readv/writev are not permitted on this machine: the direct all-reduce's window path ran instead");
       statuses[0] = absl::OkStatus();
     }
-    for (int r = 0; r < 3; ++r) {
-      INFO("wanted " << static_cast<int>(wanted) << ", rank " << r << ": " << statuses[r]);
-      REQUIRE(statuses[r].ok());
-    }
+    INFO("wanted " << static_cast<int>(wanted));
+    REQUIRE_ALL_OK(statuses);
   }
 }
 

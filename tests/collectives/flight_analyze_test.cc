@@ -24,6 +24,7 @@
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/harness/run_ranks.h"
 #include "tests/harness/subprocess.h"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
@@ -60,10 +61,7 @@ std::string RunAndAnalyze(const std::string& name, int (*calls)(int rank), size_
     return absl::OkStatus();
   });
   unsetenv("BRAID_FLIGHT_DIR");
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r]);
-    CHECK(statuses[r].ok());
-  }
+  CHECK_ALL_OK(statuses);
   const ProcessExit analysis =
       RunProcess({"/usr/bin/python3", Runfile("tools/flight_analyze.py"), dir}, {}, "analyze_" + name, absl::Seconds(30));
   INFO(analysis.out << analysis.err);

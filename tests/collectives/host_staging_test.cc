@@ -28,16 +28,10 @@
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid::testing {
 namespace {
-
-void RequireAllOk(const std::vector<absl::Status>& statuses) {
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r]);
-    CHECK(statuses[r].ok());
-  }
-}
 
 // Runs `fn` on n thread ranks, each with a communicator over `named`.
 std::vector<absl::Status> OnCommunicators(int n, const NamedTransport& named,
@@ -65,7 +59,7 @@ TEST_CASE("host staging: without a GPU, a CUDA tensor on a host transport is a c
   }
   for (const NamedTransport& named : AllTransports()) {
     INFO("transport " << named.name);
-    RequireAllOk(OnCommunicators(2, named, [&named](Communicator& comm, RankContext& ctx) -> absl::Status {
+    CHECK_ALL_OK(OnCommunicators(2, named, [&named](Communicator& comm, RankContext& ctx) -> absl::Status {
       // Never dereferenced on the host: a plain build refuses it, a CUDA build
       // fails in CUDA before touching it.
       static float fake[16];
@@ -129,7 +123,7 @@ TEST_CASE("host staging: the conformance suite on CUDA tensors, 1-3 ranks sharin
   for (const NamedTransport& named : AllTransports()) {
     for (int n : {1, 2, 3}) {
       INFO("transport " << named.name << ", " << n << " ranks on cuda:0");
-      RequireAllOk(OnCommunicators(n, named, [](Communicator& comm, RankContext& ctx) -> absl::Status {
+      CHECK_ALL_OK(OnCommunicators(n, named, [](Communicator& comm, RankContext& ctx) -> absl::Status {
         ConformanceOptions options;
         options.device = Device::Cuda(0);
         return RunConformance(comm, ctx.deadline(), options);
@@ -142,7 +136,7 @@ TEST_CASE("host staging: mixed CPU and CUDA tensors in one call", "[collectives]
   if (!HaveGpu()) return;
   for (const NamedTransport& named : AllTransports()) {
     INFO("transport " << named.name);
-    RequireAllOk(OnCommunicators(2, named, [](Communicator& comm, RankContext& ctx) -> absl::Status {
+    CHECK_ALL_OK(OnCommunicators(2, named, [](Communicator& comm, RankContext& ctx) -> absl::Status {
       const int64_t count = 3000;
       BRAID_ASSIGN_OR_RETURN(Tensor host_in, Tensor::Empty({count}, DType::kI64));
       Fill<int64_t>(host_in, ctx.rank(), ReduceOp::kSum);

@@ -16,6 +16,7 @@
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid::testing {
 namespace {
@@ -38,13 +39,6 @@ std::vector<std::byte> Pattern(size_t bytes, int from, int salt) {
 
 absl::Status Expect(bool condition, const std::string& what) {
   return condition ? absl::OkStatus() : absl::InternalError(what);
-}
-
-void RequireAllOk(const std::vector<absl::Status>& statuses) {
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    INFO("rank " << i << ": " << statuses[i]);
-    REQUIRE(statuses[i].ok());
-  }
 }
 
 TEST_CASE("Transport: every pair exchanges frames of every size at once, in order", "[transport]") {
@@ -100,7 +94,7 @@ TEST_CASE("Transport: every pair exchanges frames of every size at once, in orde
         }
         return context.Barrier();
       });
-      RequireAllOk(statuses);
+      REQUIRE_ALL_OK(statuses);
     }
   }
 }

@@ -25,19 +25,12 @@
 #include "absl/time/time.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/statuses.h"
 
 namespace braid::testing {
 namespace {
 
-std::string Describe(const std::vector<absl::Status>& statuses) {
-  std::vector<std::string> lines;
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    lines.push_back(absl::StrCat("  rank ", r, ": ", statuses[r].ToString()));
-  }
-  return absl::StrCat("statuses:\n", absl::StrJoin(lines, "\n"));
-}
-
-// True when this process has no child left, reaped or not.
+ // True when this process has no child left, reaped or not.
 bool NoChildrenLeft() {
   errno = 0;
   const pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
@@ -113,7 +106,7 @@ TEST_CASE("RunRanks: every rank returns OK and sees its rank, size and deadline"
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   for (const absl::Status& status : statuses) CHECK(status.ok());
   CHECK(NoChildrenLeft());
@@ -142,7 +135,7 @@ TEST_CASE("RunRanks: AllGather returns every rank's bytes in rank order", "[harn
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   for (const absl::Status& status : statuses) CHECK(status.ok());
   CHECK(NoChildrenLeft());
@@ -167,8 +160,7 @@ TEST_CASE("RunRanks: many small exchanges stay in step", "[harness]") {
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
 }
 
 TEST_CASE("RunRanks: one rank's error is exactly that rank's status", "[harness]") {
@@ -186,7 +178,7 @@ TEST_CASE("RunRanks: one rank's error is exactly that rank's status", "[harness]
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     if (r == failing) {
@@ -218,7 +210,7 @@ TEST_CASE("RunRanks: a rank that returns before an exchange aborts the others' e
         return absl::InternalError("AllGather completed without the quitter");
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   CHECK(absl::Now() - start < absl::Seconds(10));
   CHECK(statuses[quitter] == absl::FailedPreconditionError("quitting early"));
@@ -253,7 +245,7 @@ TEST_CASE("RunRanks: a rank that crashes is reported with its signal; the others
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   CHECK(absl::Now() - start < absl::Seconds(10));
   const std::string killed_by =
@@ -285,7 +277,7 @@ TEST_CASE("RunRanks: an escaping C++ exception is kInternal naming the rank", "[
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   CHECK(statuses[thrower].code() == absl::StatusCode::kInternal);
   CHECK(absl::StrContains(statuses[thrower].message(), absl::StrCat("rank ", thrower)));
@@ -307,7 +299,7 @@ TEST_CASE("RunRanks: a child that exits without reporting gives its exit code", 
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   CHECK(statuses[n - 1].code() == absl::StatusCode::kInternal);
   CHECK(absl::StrContains(statuses[n - 1].message(),
@@ -326,7 +318,7 @@ TEST_CASE("RunRanks: ranks calling different exchanges get kInvalidArgument", "[
         return ctx.AllGather("data").status();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == 2);
   for (const absl::Status& status : statuses) {
     CHECK(status.code() == absl::StatusCode::kInvalidArgument);
@@ -353,7 +345,7 @@ TEST_CASE("RunRanks: a hanging process is killed at the deadline", "[harness]") 
       },
       {.timeout = timeout});
   const absl::Duration elapsed = absl::Now() - start;
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   INFO("elapsed " << absl::FormatDuration(elapsed));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
   CHECK(elapsed >= timeout);
@@ -399,7 +391,7 @@ TEST_CASE("RunRanks: a thread still running at the deadline is reported, not wai
       {.timeout = timeout});
   const absl::Duration elapsed = absl::Now() - start;
   shared->release.store(true);
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   INFO("elapsed " << absl::FormatDuration(elapsed));
   REQUIRE(statuses.size() == 2);
   CHECK(elapsed < timeout + absl::Seconds(3));
@@ -430,7 +422,7 @@ TEST_CASE("RunRanks: a rank that ignores its deadline after an exchange error is
         while (true) ::pause();
       },
       {.timeout = absl::Milliseconds(500)});
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   CHECK(absl::Now() - start < absl::Seconds(3));
   for (int r = 0; r < 2; ++r) {
     CHECK(statuses[r] == absl::DeadlineExceededError(

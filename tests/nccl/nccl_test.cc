@@ -26,6 +26,7 @@
 #include "tensor/tensor.h"
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
@@ -118,13 +119,6 @@ std::vector<absl::Status> RunNccl(int n, RankFn fn, absl::Duration timeout = abs
       options);
 }
 
-void RequireAllOk(const std::vector<absl::Status>& statuses) {
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r]);
-    CHECK(statuses[r].ok());
-  }
-}
-
 std::vector<int> WorldSizes(int gpus) {
   std::vector<int> sizes = {1};
   if (gpus >= 2)
@@ -138,7 +132,7 @@ TEST_CASE("nccl: all-reduce, every dtype and op, in and out of place, exact", "[
   const int gpus = GpuCount();
   if (gpus == 0) return;
   for (int n : WorldSizes(gpus)) {
-    RequireAllOk(RunNccl(n, [](Communicator& comm, int rank, int n) -> absl::Status {
+    CHECK_ALL_OK(RunNccl(n, [](Communicator& comm, int rank, int n) -> absl::Status {
       int salt = 0;
       for (DType dtype : kAllDTypes) {
         for (ReduceOp op : kAllReduceOps) {
@@ -165,7 +159,7 @@ TEST_CASE("nccl: reduce-scatter, all-gather, broadcast, reduce, all-to-all, barr
   const int gpus = GpuCount();
   if (gpus == 0) return;
   for (int n : WorldSizes(gpus)) {
-    RequireAllOk(RunNccl(n, [](Communicator& comm, int rank, int n) -> absl::Status {
+    CHECK_ALL_OK(RunNccl(n, [](Communicator& comm, int rank, int n) -> absl::Status {
       const int64_t block = 1000;
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
@@ -230,7 +224,7 @@ TEST_CASE("nccl: send and receive between two GPUs", "[nccl][cuda]") {
     WARN("one GPU: NCCL send/recv needs two ranks on two GPUs; not run");
     return;
   }
-  RequireAllOk(RunNccl(2, [](Communicator& comm, int rank, int) -> absl::Status {
+  CHECK_ALL_OK(RunNccl(2, [](Communicator& comm, int rank, int) -> absl::Status {
     const Tensor sent = HostInput(DType::kF32, 12345, 0, 13);
     if (rank == 0) {
       BRAID_ASSIGN_OR_RETURN(Tensor t, ToDevice(sent, rank));
@@ -244,7 +238,7 @@ TEST_CASE("nccl: send and receive between two GPUs", "[nccl][cuda]") {
 
 TEST_CASE("nccl: CPU tensors on an nccl communicator are refused", "[nccl][cuda]") {
   if (GpuCount() == 0) return;
-  RequireAllOk(RunNccl(1, [](Communicator& comm, int, int) -> absl::Status {
+  CHECK_ALL_OK(RunNccl(1, [](Communicator& comm, int, int) -> absl::Status {
     Tensor host = HostInput(DType::kF32, 8, 0, 0);
     absl::StatusOr<WorkHandle> work = comm.AllReduce(host, ReduceOp::kSum);
     if (work.ok() || work.status().code() != absl::StatusCode::kInvalidArgument ||
@@ -310,7 +304,7 @@ TEST_CASE("nccl: a rank that never joins fails the collective at its deadline; l
         return absl::OkStatus();
       },
       absl::Seconds(3));
-  RequireAllOk(statuses);
+  CHECK_ALL_OK(statuses);
 }
 
 TEST_CASE("nccl: ranks issuing different collectives get a clear error naming both", "[nccl][cuda]") {

@@ -42,6 +42,7 @@
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"
 #include "tests/harness/subprocess.h"
+#include "tests/harness/statuses.h"
 
 extern char** environ;
 
@@ -60,13 +61,7 @@ constexpr const char* kContractVariables[] = {
     "BRAID_STORE_PREFIX", "BRAID_TRANSPORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"};
 
-std::string Describe(const std::vector<absl::Status>& statuses) {
-  std::vector<std::string> lines;
-  for (size_t r = 0; r < statuses.size(); ++r) lines.push_back(absl::StrCat("  rank ", r, ": ", statuses[r].ToString()));
-  return absl::StrCat("statuses:\n", absl::StrJoin(lines, "\n"));
-}
-
-// Clears the worker contract on construction and restores the test process's
+ // Clears the worker contract on construction and restores the test process's
 // own environment on destruction (main thread only; setenv is not thread-safe).
 class ScopedContract {
  public:
@@ -379,8 +374,7 @@ TEST_CASE("ProcessGroup: launcher store (BRAID_STORE_ADDR), every transport, 1-3
   const std::string expected = transport == "auto" ? "shm" : transport;  // every rank is on this host
   const std::vector<absl::Status> statuses = RunWorkers(
       n, transport, absl::StrCat("run-", transport, "-", n), [&](int rank) { return InitAndCheck(expected, n, rank); });
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
 }
 
 // CommFor in one rank: CPU tensors to comm(); CUDA tensors per the build,
@@ -438,8 +432,7 @@ TEST_CASE("ProcessGroup: CommFor sends CPU tensors to comm() and CUDA tensors to
   // No CUDA call in this (the parent) process: the ranks are forked from it.
   const std::vector<absl::Status> statuses = RunWorkers(
       n, transport, absl::StrCat("commfor-", transport, "-", n), [&](int rank) { return CheckCommFor(transport, n, rank); });
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
 }
 
 TEST_CASE("ProcessGroup: rank 0 hosts the store on MASTER_ADDR:MASTER_PORT", "[runtime]") {
@@ -459,8 +452,7 @@ TEST_CASE("ProcessGroup: rank 0 hosts the store on MASTER_ADDR:MASTER_PORT", "[r
         return InitAndCheck(transport, n, ctx.rank());
       },
       options);
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
 }
 
 // The ranks that came return OK when InitFromEnv failed as it should:
@@ -498,8 +490,7 @@ TEST_CASE("ProcessGroup: BRAID_SHM_WINDOW_KB sizes shm's windows; 0 turns them o
       ::setenv("BRAID_ALGO", "direct", 1);  // 4 KiB windows: several rounds at CheckAllReduce's sizes
       return InitAndCheck("shm", 3, rank);
     });
-    INFO(Describe(statuses));
-    for (const absl::Status& status : statuses) REQUIRE(status.ok());
+    REQUIRE_ALL_OK(statuses);
   }
   std::vector<absl::Status> statuses = RunWorkers(2, "shm", "window_bad", [&](int) -> absl::Status {
     ::setenv("BRAID_SHM_WINDOW_KB", "6", 1);
@@ -512,8 +503,7 @@ TEST_CASE("ProcessGroup: BRAID_SHM_WINDOW_KB sizes shm's windows; 0 turns them o
     }
     return absl::OkStatus();
   });
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
 }
 
 TEST_CASE("ProcessGroup: a rank that never arrives fails the others within the timeout", "[runtime]") {
@@ -531,8 +521,7 @@ TEST_CASE("ProcessGroup: a rank that never arrives fails the others within the t
           return InitExpectingMissingRank(2, kMissingRankLimit);
         },
         options);
-    INFO(Describe(statuses));
-    for (const absl::Status& status : statuses) REQUIRE(status.ok());
+    REQUIRE_ALL_OK(statuses);
   }
   SECTION("rank 0 hosts the store: rank 1 of 2 missing") {
     // A half-built group on rank 0 must not wait for the others to finish
@@ -548,8 +537,7 @@ TEST_CASE("ProcessGroup: a rank that never arrives fails the others within the t
           return InitExpectingMissingRank(1, kMissingRankLimit);
         },
         options);
-    INFO(Describe(statuses));
-    for (const absl::Status& status : statuses) REQUIRE(status.ok());
+    REQUIRE_ALL_OK(statuses);
   }
 }
 

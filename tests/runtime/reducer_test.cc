@@ -25,6 +25,7 @@
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"
 #include "tests/harness/subprocess.h"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
@@ -34,13 +35,7 @@ using ::braid::testing::RankMode;
 using ::braid::testing::RunRanks;
 using ::braid::testing::RunRanksOptions;
 
-std::string Describe(const std::vector<absl::Status>& statuses) {
-  std::vector<std::string> lines;
-  for (size_t r = 0; r < statuses.size(); ++r) lines.push_back(absl::StrCat("  rank ", r, ": ", statuses[r].ToString()));
-  return absl::StrCat("statuses:\n", absl::StrJoin(lines, "\n"));
-}
-
-// Runs fn as n worker processes, each with a ProcessGroup from InitFromEnv.
+ // Runs fn as n worker processes, each with a ProcessGroup from InitFromEnv.
 std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext&, ProcessGroup&)> fn) {
   const uint16_t port = UnusedPort();
   RunRanksOptions options;
@@ -61,11 +56,6 @@ std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext
         return fn(ctx, *group);
       },
       options);
-}
-
-void RequireAllOk(const std::vector<absl::Status>& statuses) {
-  INFO(Describe(statuses));
-  for (const absl::Status& s : statuses) REQUIRE(s.ok());
 }
 
 absl::Status Fail(int rank, const std::string& what) {
@@ -147,7 +137,7 @@ TEST_CASE("Reducer: averaged gradients equal the reference, 1-4 ranks, mixed dty
   const int n = GENERATE(1, 2, 3, 4);
   const bool view = GENERATE(false, true);
   CAPTURE(n, view);
-  RequireAllOk(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make(kMixedSpecs));
     ReducerOptions options;
@@ -192,7 +182,7 @@ TEST_CASE("Reducer: averaged gradients equal the reference, 1-4 ranks, mixed dty
 
 TEST_CASE("Reducer: buckets by dtype in reverse order with a small first bucket; rebuilt in rank 0's order",
           "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     // 1 KiB first bucket, 4 KiB others. f32 sizes in bytes: p0 2000, p1 400, p2 4000, p3 800, p5 1600; p4 f64 800.
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{500}, DType::kF32},
                                                      {{100}, DType::kF32},
@@ -239,7 +229,7 @@ TEST_CASE("Reducer: buckets by dtype in reverse order with a small first bucket;
 TEST_CASE("Reducer: NoSync accumulation equals one larger batch", "[runtime][reducer]") {
   const int n = GENERATE(2, 3);
   CAPTURE(n);
-  RequireAllOk(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{64, 16}, DType::kF32}, {{16}, DType::kF32}, {{9}, DType::kF64}}));
     ReducerOptions options;
@@ -277,7 +267,7 @@ TEST_CASE("Reducer: NoSync accumulation equals one larger batch", "[runtime][red
 TEST_CASE("Reducer: unused parameters are agreed across ranks", "[runtime][reducer]") {
   const int n = GENERATE(2, 4);
   CAPTURE(n);
-  RequireAllOk(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{50}, DType::kF32}, {{60}, DType::kF32}, {{70}, DType::kF32}}));
     ReducerOptions options;
@@ -305,7 +295,7 @@ TEST_CASE("Reducer: unused parameters are agreed across ranks", "[runtime][reduc
 }
 
 TEST_CASE("Reducer: static_graph finds the unused set once, then needs no marks for it", "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{50}, DType::kF32}, {{60}, DType::kF32}}));
     ReducerOptions options;
     options.static_graph = true;
@@ -327,7 +317,7 @@ TEST_CASE("Reducer: f16 and bf16 compression hooks average within tolerance, ide
   const std::string hook = GENERATE(as<std::string>{}, "fp16", "bf16");
   const int n = GENERATE(2, 3);
   CAPTURE(hook, n);
-  RequireAllOk(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{300, 20}, DType::kF32}, {{20}, DType::kF64}, {{9}, DType::kI32}}));
     ReducerOptions options;
@@ -370,7 +360,7 @@ TEST_CASE("Reducer: f16 and bf16 compression hooks average within tolerance, ide
 TEST_CASE("Reducer: Join lets ranks with fewer batches shadow the others", "[runtime][reducer]") {
   const int n = GENERATE(2, 3);
   CAPTURE(n);
-  RequireAllOk(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(n, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{100}, DType::kF32}, {{10}, DType::kF32}}));
     ReducerOptions options;
@@ -401,7 +391,7 @@ TEST_CASE("Reducer: Join lets ranks with fewer batches shadow the others", "[run
 }
 
 TEST_CASE("Reducer: BroadcastParameters gives every rank the root's values", "[runtime][reducer]") {
-  RequireAllOk(RunGroup(3, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(3, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Grads params, Grads::Make({{{10, 10}, DType::kF32}, {{5}, DType::kF64}, {{3}, DType::kF32}}));
     for (int i = 0; i < 3; ++i) Fill(params.tensors[static_cast<size_t>(i)], [&](int64_t k) { return Value(ctx.rank(), i, k, 0); });
     BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(group, params.tensors, 1));
@@ -427,7 +417,7 @@ absl::Status ExpectError(int rank, const absl::Status& status, absl::StatusCode 
 }
 
 TEST_CASE("Reducer: MarkReady twice, out of range, or outside an iteration", "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{8}, DType::kF32}, {{4}, DType::kF32}}));
     ReducerOptions options;
@@ -453,7 +443,7 @@ TEST_CASE("Reducer: MarkReady twice, out of range, or outside an iteration", "[r
 
 TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; peers do not hang",
           "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{8}, DType::kF32}, {{4}, DType::kF32}, {{2}, DType::kF32}}));
     ReducerOptions options;
@@ -472,7 +462,7 @@ TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; p
 
 TEST_CASE("Reducer: a new iteration before Finalize is DDP's 'expected to have finished reduction', explained",
           "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{8}, DType::kF32}, {{4}, DType::kF32}}));
     ReducerOptions options;
     options.parameter_names = {"used.weight", "unused.weight"};
@@ -492,7 +482,7 @@ TEST_CASE("Reducer: a new iteration before Finalize is DDP's 'expected to have f
 
 TEST_CASE("Reducer: ranks registering different parameters fail at construction, naming the difference",
           "[runtime][reducer]") {
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{8}, DType::kF32}, {{rank == 0 ? 4 : 5}, DType::kF32}}));
     absl::StatusOr<std::unique_ptr<Reducer>> reducer = Reducer::Create(group, grads.tensors);
@@ -500,7 +490,7 @@ TEST_CASE("Reducer: ranks registering different parameters fail at construction,
     return ExpectError(rank, reducer.status(), absl::StatusCode::kInvalidArgument,
                        {"parameter 1", "float32[4]", "float32[5]", "rank 0", "rank 1"});
   }));
-  RequireAllOk(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+  REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{8}, DType::kF32}}));
     ReducerOptions options;
     options.bucket_cap_mb = ctx.rank() == 0 ? 25 : 50;

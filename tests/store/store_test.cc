@@ -38,9 +38,12 @@
 #include "tests/harness/stderr_capture.h"
 #include "store/tcp_store.h"
 #include "tests/harness/run_ranks.h"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
+
+using ::braid::testing::DescribeStatuses;
 
 
 using ::braid::testing::RankContext;
@@ -65,15 +68,7 @@ std::unique_ptr<TcpStore> ConnectTo(const StoreServer& server) {
   return *std::move(store);
 }
 
-std::string Describe(const std::vector<absl::Status>& statuses) {
-  std::vector<std::string> lines;
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    lines.push_back(absl::StrCat("  [", i, "] ", statuses[i].ToString()));
-  }
-  return absl::StrJoin(lines, "\n");
-}
-
-// Runs `fn(i)` on `n` threads and returns their statuses.
+ // Runs `fn(i)` on `n` threads and returns their statuses.
 template <typename Fn>
 std::vector<absl::Status> OnThreads(int n, Fn fn) {
   std::vector<absl::Status> statuses(n);
@@ -311,8 +306,7 @@ TEST_CASE("TcpStore: Get blocks until another process sets the key", "[store]") 
         return ctx.Barrier();  // rank 0's server outlives rank 1's use of it
       },
       {.timeout = absl::Seconds(15)});
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
 }
 
 TEST_CASE("TcpStore: Wait returns once every key exists", "[store]") {
@@ -384,8 +378,7 @@ TEST_CASE("TcpStore: 32 clients on 32 threads x 200 Adds total exactly 6400", "[
     }
     return store->Set(absl::StrCat("done/", i), "1");
   });
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
   auto store = ConnectTo(*server);
   CHECK(store->Get("counter", DeadlineIn(absl::Seconds(5))).value() == "6400");
   CHECK(store->NumKeys().value() == kThreads + 1);
@@ -406,8 +399,7 @@ TEST_CASE("TcpStore: one client shared by many threads serializes their requests
     }
     return absl::OkStatus();
   });
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) REQUIRE(status.ok());
+  REQUIRE_ALL_OK(statuses);
   CHECK(shared->Add("counter", 0).value() == kThreads * kAdds);
 }
 
@@ -432,7 +424,7 @@ TEST_CASE("TcpStore: a shared client whose server goes away fails every thread c
   const absl::Time shutdown_at = absl::Now();
   server->Shutdown();
   for (std::thread& thread : threads) thread.join();
-  INFO(Describe(statuses));
+  INFO(DescribeStatuses(statuses));
   for (const absl::Status& status : statuses) {
     CHECK(status.code() == absl::StatusCode::kUnavailable);
   }
@@ -469,8 +461,7 @@ TEST_CASE("TcpStore: forked processes add to one counter hosted by rank 0", "[st
         return ctx.Barrier();
       },
       {.timeout = absl::Seconds(15)});
-  INFO(Describe(statuses));
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
 }
 
 TEST_CASE("PrefixStore: namespaces are isolated", "[store]") {
