@@ -25,13 +25,16 @@
 #   bench/run_all.sh                      # the full run (about 13 minutes on 2 cores)
 #   WORLD_SIZES=2 MAXBYTES=1M OTHER_MAXBYTES=1M SKIP_REDUCER=1 SKIP_LAUNCHER=1 UPDATE_RESULTS=0 bench/run_all.sh
 #
-# Knobs (environment): WORLD_SIZES, MAXBYTES (64M), ITERS (20), WARMUP (5), LAT_ITERS (5000),
+# Knobs (environment): BIN_DIR (run the braid_bench, mpi_allreduce_bench and braidrun
+# found there instead of building: an earlier commit's, for a before/after pair),
+# OUT (bench/out), OTHERS (the other collectives; OTHERS= runs the all-reduce alone),
+# WORLD_SIZES, MAXBYTES (64M), ITERS (20), WARMUP (5), LAT_ITERS (5000),
 # STEP (2; sizes are multiplied by it), OTHER_MAXBYTES (16M), OTHER_ITERS (10),
 # REDUCER_REPS (3), LAUNCHER_REPS (3), BRAID_TIMEOUT_SEC (120).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-OUT=bench/out
+OUT=${OUT:-bench/out}
 WORLD_SIZES=${WORLD_SIZES:-"2 4"}
 MAXBYTES=${MAXBYTES:-64M}
 ITERS=${ITERS:-20}
@@ -45,7 +48,7 @@ ALGOS=ring,tree,rhd,direct,auto
 OTHER_MAXBYTES=${OTHER_MAXBYTES:-16M}
 OTHER_ITERS=${OTHER_ITERS:-10}
 OTHER_SWEEP=(-b 8 -e "$OTHER_MAXBYTES" -f 4 -n "$OTHER_ITERS" -w 2 -c 1 -d float -o sum)
-OTHERS="reducescatter allgather broadcast reduce alltoall sendrecv"
+OTHERS=${OTHERS-"reducescatter allgather broadcast reduce alltoall sendrecv"}
 started=$(date +%s)
 
 if [[ $EUID -eq 0 ]]; then
@@ -55,13 +58,19 @@ fi
 log() { echo "[run_all] $*" >&2; }
 
 # --- build -------------------------------------------------------------------
-log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp"
-bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp >&2
-mkdir -p "$OUT/bin"
-# Copies: the bazel-bin symlink follows whatever config the last build used.
-cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench \
-  bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
-BIN=$OUT/bin
+if [[ -n "${BIN_DIR:-}" ]]; then
+  # Binaries built elsewhere (an earlier commit's, for a before/after pair).
+  log "using the binaries in $BIN_DIR"
+  BIN=$BIN_DIR
+else
+  log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp"
+  bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp >&2
+  mkdir -p "$OUT/bin"
+  # Copies: the bazel-bin symlink follows whatever config the last build used.
+  cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench \
+    bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
+  BIN=$OUT/bin
+fi
 rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log "$OUT"/*.md
 
 # N braid workers on this host under braidrun; rank 0's lines (prefixed

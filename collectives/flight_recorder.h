@@ -3,11 +3,11 @@
 // always-on and cheap).
 //
 // A ring buffer of the last `capacity` collectives (BRAID_FLIGHT_ENTRIES,
-// default 256): op, sequence number, dtype, count, bytes, root, state
-// (queued, running, completed, failed) and when each state began, plus the
-// error of a failed one. Recording is a few stores under a light mutex per
-// collective (measured: the recorder was a tenth of an 8-byte all-reduce's
-// time with absl::Mutex and a fresh Entry per record).
+// default 256): op, sequence number, dtype, count, bytes, root, the
+// algorithm that runs, state (queued, running, completed, failed) and when
+// each state began, plus the error of a failed one. Recording is a few
+// stores under a light mutex per collective (why: bench/RESULTS.md, "Where
+// the thresholds come from").
 //
 // Dumps: one JSON file per rank, <dir>/rank<R>.json (dir = BRAID_FLIGHT_DIR,
 // default /tmp/braid_flight/<TORCHELASTIC_RUN_ID or "job">; braidrun points

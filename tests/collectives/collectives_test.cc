@@ -117,14 +117,14 @@ TEST_CASE("Collectives: shm probes cross-memory attach, and the probe's verdict 
       ShmTransportOptions options;
       options.peer_access = wanted == Wanted::kAll || (wanted == Wanted::kAllButRank0 && context.rank() != 0);
       BRAID_ASSIGN_OR_RETURN(auto transport, ShmTransport::Create(bootstrap, context.deadline(), options));
-      BRAID_ASSIGN_OR_RETURN(auto all, context.AllGather(transport->CanAccessPeers() ? "yes" : "no"));
+      BRAID_ASSIGN_OR_RETURN(auto all, context.AllGather(transport->shared_windows()->CanAccessPeers() ? "yes" : "no"));
       for (const std::string& other : all) {
         if (other != all[0]) return absl::InternalError("ranks disagree on reaching peers' memory");
       }
-      if (wanted != Wanted::kAll && transport->CanAccessPeers()) {
+      if (wanted != Wanted::kAll && transport->shared_windows()->CanAccessPeers()) {
         return absl::InternalError("a rank's peer_access=false was ignored");
       }
-      return context.rank() == 0 && wanted == Wanted::kAll && !transport->CanAccessPeers()
+      return context.rank() == 0 && wanted == Wanted::kAll && !transport->shared_windows()->CanAccessPeers()
                  ? absl::UnavailableError("process_vm_readv/writev are not permitted here")
                  : absl::OkStatus();
     });

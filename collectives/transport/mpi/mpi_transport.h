@@ -138,7 +138,9 @@ class MpiTransport final : public Transport, public NativeCollectives {
   // staging memory alive for MPI.
   void ReleaseRequests(Op& op, Deadline until);
 
-  // Native helpers.
+  // Native helpers (mpi_native.cc).
+  // The user-defined ops for the dtypes and ops MPI lacks or gets wrong.
+  absl::Status CreateUserOps();
   absl::StatusOr<MPI_Datatype> NativeType(const CollectiveArgs& args) const;
   absl::StatusOr<MPI_Op> NativeOp(const CollectiveArgs& args) const;
   // kFailedPrecondition once aborted.

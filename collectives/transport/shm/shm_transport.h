@@ -10,7 +10,9 @@
 // dies fails the operations with it within that time, naming it.
 //
 // Each segment also holds the rank's shared window (two halves, after the
-// rings), which the direct algorithms read across ranks (SharedWindows).
+// rings), which the shared-memory collectives read across ranks: ShmWindows
+// (shm_windows.h). The layout and its RAII mapping are in segment.h, the
+// rings and doorbells in ring.h.
 //
 // Segments are unlinked as soon as every rank has mapped them, so a crash
 // leaves nothing in /dev/shm.
@@ -53,12 +55,14 @@ struct ShmTransportOptions {
 // BRAID_SHM_PEER_ACCESS, BRAID_SHM_WINDOW_KB (kInvalidArgument for a bad value).
 absl::StatusOr<ShmTransportOptions> ShmTransportOptionsFromEnv();
 
+class ShmWindows;
 namespace shm_internal {
+class ShmSegment;
 struct Segment;
 struct Channel;
 }  // namespace shm_internal
 
-class ShmTransport final : public StreamTransport, public SharedWindows {
+class ShmTransport final : public StreamTransport {
  public:
   // Collective over `bootstrap`; every rank must be on this host.
   static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(Bootstrap& bootstrap, Deadline deadline,
@@ -66,75 +70,43 @@ class ShmTransport final : public StreamTransport, public SharedWindows {
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
-  SharedWindows* shared_windows() override { return half_bytes() > 0 ? this : nullptr; }
-  // Each rank publishes its header and a count of Syncs in its segment, then
-  // waits for every peer's count (spin, then the futex doorbell).
-  absl::Status Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published = {},
-                    absl::Span<const std::byte> payload = {}) override;
-  const std::byte* SyncPayload(int rank) const override;
-  bool CanAccessPeers() const override { return can_access_peers_; }
-  PeerBuffers Published(int peer) const override;
-  absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) override;
-  absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) override;
+  // Null when the windows are off (window_half_bytes 0).
+  SharedWindows* shared_windows() override;
 
  protected:
   absl::StatusOr<size_t> WriteSome(int peer, absl::Span<const std::byte> first,
                                    absl::Span<const std::byte> second) override;
   absl::StatusOr<size_t> ReadSome(int peer, absl::Span<std::byte> data) override;
-  // Copies up to data.size() bytes from `peer`'s ring; consumes them if `consume`.
-  absl::StatusOr<size_t> CopyOut(int peer, absl::Span<std::byte> data, bool consume);
   absl::Status WaitReady(absl::Span<const Interest> interests, Deadline until) override;
   absl::StatusOr<size_t> PeekSome(int peer, absl::Span<std::byte> data) override;
   void CloseStreams(const absl::Status& reason) override;
   std::string PeerName(int peer) const override;
 
  private:
-  struct Mapping {
-    std::byte* base = nullptr;
-    size_t bytes = 0;
-  };
+  friend class ShmWindows;  // the segments, liveness and streams a Sync looks at
 
   // Every rank is on this host: size() ranks share its cores.
-  ShmTransport(int rank, int size, absl::Duration spin) : StreamTransport(rank, size, spin, size) {}
+  ShmTransport(int rank, int size, absl::Duration spin);
   absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const ShmTransportOptions& options);
   shm_internal::Segment* SegmentOf(int rank) const;
   // The ring `sender` writes and `receiver` reads (in the receiver's segment).
   shm_internal::Channel* ChannelOf(int sender, int receiver) const;
   std::byte* RingOf(int sender, int receiver) const;
-  void Ring(int rank);  // bumps rank's doorbell, waking it if it sleeps
-  // Ring without the fence, which the caller issued after its last store.
-  void WakeIfSleeping(int rank);
+  pid_t PidOf(int peer) const { return pids_[static_cast<size_t>(peer)]; }
+  bool closed() const { return closed_; }
+  // Copies up to data.size() bytes from `peer`'s ring; consumes them if `consume`.
+  absl::StatusOr<size_t> CopyOut(int peer, absl::Span<std::byte> data, bool consume);
   // OK while the peer lives and has not closed.
   absl::Status PeerState(int peer) const;
-  // The error for a failed cross-memory `call` with `peer` (errno set).
-  absl::Status PeerCopyFailed(int peer, const char* call, size_t bytes) const;
-  // For Sync number `sync` stuck on `peer`: an error if it died, aborted, or
-  // sent this rank a collective's frame without entering that Sync (so it
-  // runs something else than `header`).
-  absl::Status CheckSyncPeer(int peer, const FrameHeader& header, uint64_t sync);
   // For a receive stuck on `peer`: an error if the peer entered a Sync this
   // rank has not (it runs a collective over the windows instead).
   absl::Status CheckPeerNotSyncing(int peer, const FrameHeader& expected) const;
-  // Sleeps on this rank's doorbell until rung, `until`, or the liveness
-  // interval, unless `ready()` holds once the sleep is announced.
-  template <typename Ready>
-  void Doze(Deadline until, Ready ready);
 
   size_t ring_bytes_ = 0;
-  uint64_t synced_ = 0;  // Syncs this rank has entered
-  bool can_access_peers_ = false;
-  // Set-up: every peer reads probe_ and writes it back into its slot of
-  // probe_echoes_: can it reach this process's memory both ways?
-  uint64_t probe_ = 0;
-  std::vector<uint64_t> probe_echoes_;
-  // Probes cross-memory attach, reads and writes, between every pair
-  // (collective, even on a rank that does not want it: its "no" is part of
-  // the verdict, so ranks with different options agree).
-  absl::Status ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline, bool wanted);
-  std::vector<Mapping> mappings_;  // by rank; mine included
+  std::vector<shm_internal::ShmSegment> segments_;  // by rank; mine included
   std::vector<pid_t> pids_;
-  std::vector<UniqueFd> pidfds_;   // by peer; invalid where pidfd_open is unavailable
-  std::string my_name_;            // shm name until unlinked
+  std::vector<UniqueFd> pidfds_;  // by peer; invalid where pidfd_open is unavailable
+  std::unique_ptr<ShmWindows> windows_;  // null without windows
   bool closed_ = false;
 };
 
