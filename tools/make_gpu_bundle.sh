@@ -11,7 +11,7 @@ TARGETS=(
   //tests/tensor:reduce_cuda_test
   //tests/tensor:tensor_test
   //bench:reduce_kernels_cuda_bench
-  //tests/nccl:nccl_test
+  //tests/collectives/transport/nccl:nccl_test
   //tests/collectives:host_staging_test
   //tests/runtime:process_group_test
   //bench:braid_bench

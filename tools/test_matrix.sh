@@ -11,5 +11,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=7200 \
-  //tests/collectives:collectives_test //tests/collectives:transport_test \
-  //tests/launcher:braidrun_test //tests/mpi:mpi_test
+  //tests/collectives:collectives_test //tests/collectives/transport:transport_test \
+  //tests/launcher:braidrun_test //tests/collectives/transport/mpi:mpi_test

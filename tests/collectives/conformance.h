@@ -2,7 +2,7 @@
 // algorithm x dtype x op against a reference every rank computes locally
 // (each rank's input is a known function of rank and element, so the check is
 // exact). collectives_test runs it over every transport in forked processes;
-// tests/mpi runs it under a real mpirun over the mpi transport, native
+// tests/collectives/transport/mpi runs it under a real mpirun over the mpi transport, native
 // collectives included. BRAID_TEST_MATRIX=full widens it.
 #ifndef BRAID_TESTS_COLLECTIVES_CONFORMANCE_H_
 #define BRAID_TESTS_COLLECTIVES_CONFORMANCE_H_

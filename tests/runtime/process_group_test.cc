@@ -35,7 +35,6 @@
 #include "base/fd.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
-#include "collectives/transport/registry.h"
 #include "runtime/process_group.h"
 #include "store/tcp_store.h"
 #include "runtime/worker_env.h"
@@ -320,47 +319,6 @@ TEST_CASE("ReadWorkerEnv: Open MPI's variables when RANK is unset", "[runtime]")
     CHECK_FALSE(torchrun->under_mpirun);
     CHECK(torchrun->rank == 0);
     CHECK(torchrun->world_size == 2);
-  }
-}
-
-// ---------------------------------------------------------------------------
-// ChooseTransport (under a real mpirun: tests/mpi)
-
-// One rank on this host.
-class SoloBootstrap final : public Bootstrap {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine, Deadline) override {
-    return std::vector<std::string>{std::string(mine)};
-  }
-};
-
-TEST_CASE("ChooseTransport: auto, names in any case, mpi only under mpirun, unknown names", "[runtime]") {
-  ScopedContract env;
-  SoloBootstrap bootstrap;
-  const Deadline deadline = DeadlineIn(absl::Seconds(10));
-  auto choose = [&](const char* requested) { return ChooseTransport(requested, bootstrap, deadline); };
-  CHECK(choose("auto").value_or("") == "shm");
-  CHECK(choose("TCP").value_or("") == "tcp");
-  CHECK(choose("shm").value_or("") == "shm");
-
-  const absl::StatusOr<std::string> mpi = choose("mpi");
-  CHECK(mpi.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(absl::StrContains(mpi.status().message(), "mpirun"));
-  // nccl: asked for, it is the choice in --config=cuda builds; without CUDA, kUnimplemented.
-  CHECK(choose("nccl").status().code() ==
-        (CudaCompiledIn() ? absl::StatusCode::kOk : absl::StatusCode::kUnimplemented));
-  const absl::StatusOr<std::string> bogus = choose("infiniband");
-  CHECK(bogus.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(absl::StrContains(bogus.status().message(), "auto, mpi, shm, tcp"));
-
-  SECTION("under mpirun, auto is mpi and an explicit choice still wins") {
-    env.Set("OMPI_COMM_WORLD_SIZE", "1");
-    env.Set("OMPI_COMM_WORLD_RANK", "0");
-    CHECK(choose("auto").value_or("") == "mpi");
-    CHECK(choose("MPI").value_or("") == "mpi");
-    CHECK(choose("shm").value_or("") == "shm");
   }
 }
 

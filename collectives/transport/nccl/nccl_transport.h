@@ -49,7 +49,7 @@
 // transport's device current on the calling thread.
 //
 // Verified here: it compiles and links under --config=cuda. Everything it
-// does at run time needs a GPU and is checked by tests/nccl on a GPU machine
+// does at run time needs a GPU and is checked by tests/collectives/transport/nccl on a GPU machine
 // (tools/gpu_check.sh); see README "GPU / NCCL" for what has run where.
 #ifndef BRAID_COLLECTIVES_TRANSPORT_NCCL_NCCL_TRANSPORT_H_
 #define BRAID_COLLECTIVES_TRANSPORT_NCCL_NCCL_TRANSPORT_H_

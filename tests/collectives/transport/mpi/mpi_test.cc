@@ -70,7 +70,7 @@ TEST_CASE("MPI: the conformance suite over the mpi transport, ring/tree/rhd/nati
   const std::vector<int> sizes = FullMatrix() ? std::vector<int>{1, 2, 3, 4, 5, 6} : std::vector<int>{1, 2, 3, 4};
   for (int n : sizes) {
     const ProcessExit exit =
-        Mpirun(n, {Runfile("tests/mpi/mpi_worker"), "conformance"}, absl::StrCat("conformance_", n));
+        Mpirun(n, {Runfile("tests/collectives/transport/mpi/mpi_worker"), "conformance"}, absl::StrCat("conformance_", n));
     INFO(n << " ranks: " << Dump(exit));
     CHECK(exit.code == 0);
     for (int r = 0; r < n; ++r) CHECK(Verdict(exit.out, r, "conformance") == "OK");
@@ -80,7 +80,7 @@ TEST_CASE("MPI: the conformance suite over the mpi transport, ring/tree/rhd/nati
 TEST_CASE("MPI: ranks that disagree on the count all get a clear error (braid's ring and native)", "[mpi]") {
   for (const char* algorithm : {"ring", "native"}) {
     const ProcessExit exit =
-        Mpirun(3, {Runfile("tests/mpi/mpi_worker"), "mismatch", algorithm}, absl::StrCat("mismatch_", algorithm));
+        Mpirun(3, {Runfile("tests/collectives/transport/mpi/mpi_worker"), "mismatch", algorithm}, absl::StrCat("mismatch_", algorithm));
     INFO(algorithm << ": " << Dump(exit));
     CHECK(exit.code == 0);
     for (int r = 0; r < 3; ++r) {
@@ -96,7 +96,7 @@ TEST_CASE("MPI: ranks that disagree on the count all get a clear error (braid's 
 TEST_CASE("MPI: a rank that never joins is kDeadlineExceeded naming the peer, the op and its seq", "[mpi]") {
   for (const char* algorithm : {"ring", "native"}) {
     const ProcessExit exit =
-        Mpirun(2, {Runfile("tests/mpi/mpi_worker"), "deadline", algorithm}, absl::StrCat("deadline_", algorithm));
+        Mpirun(2, {Runfile("tests/collectives/transport/mpi/mpi_worker"), "deadline", algorithm}, absl::StrCat("deadline_", algorithm));
     INFO(algorithm << ": " << Dump(exit));
     CHECK(exit.code == 0);
     const std::string verdict = Verdict(exit.out, 0, "deadline");
@@ -117,7 +117,7 @@ TEST_CASE("MPI: InitFromEnv under mpirun bootstraps over MPI and picks mpi unles
     std::map<std::string, std::string> extra;
     if (*transport != '\0') extra["BRAID_TRANSPORT"] = transport;
     const ProcessExit exit =
-        Mpirun(3, {Runfile("tests/mpi/mpi_worker"), "group"}, absl::StrCat("group_", transport), extra);
+        Mpirun(3, {Runfile("tests/collectives/transport/mpi/mpi_worker"), "group"}, absl::StrCat("group_", transport), extra);
     INFO("BRAID_TRANSPORT=" << transport << ": " << Dump(exit));
     CHECK(exit.code == 0);
     const std::string expected = *transport == '\0' ? "mpi" : transport;

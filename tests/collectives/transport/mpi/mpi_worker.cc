@@ -1,4 +1,4 @@
-// mpi_worker: the rank side of tests/mpi/mpi_test.cc, run under a real
+// mpi_worker: the rank side of tests/collectives/transport/mpi/mpi_test.cc, run under a real
 // mpirun. One mode per run; each rank prints one line "rank R: <mode>:
 // <status>" (OK, or the error) and exits 0 unless the mode's check fails,
 // so the test reads every rank's verdict from mpirun's output.
