@@ -58,6 +58,7 @@ fi
 log() { echo "[run_all] $*" >&2; }
 
 # --- build -------------------------------------------------------------------
+mkdir -p "$OUT"
 if [[ -n "${BIN_DIR:-}" ]]; then
   # Binaries built elsewhere (an earlier commit's, for a before/after pair).
   log "using the binaries in $BIN_DIR"
