@@ -135,8 +135,10 @@ struct BraidOptions {
 std::vector<Flag> BraidFlags(BraidOptions* o) {
   std::vector<Flag> flags = CommonFlags(&o->common);
   flags.push_back({'a', "algo", "ALGO[,ALGO...]",
-                   "all-reduce: ring, tree, rhd, native (the transport's engine: MPI_Allreduce over mpi), auto "
-                   "(default); other collectives: auto or native; one table section each",
+                   "all-reduce: ring, tree, rhd, one-shot, window (shm), peer-access (shm), direct (the best of "
+                   "those three for the transport), native (the transport's engine: MPI_Allreduce over mpi), auto "
+                   "(default); reduce-scatter, all-gather, all-to-all: auto, native or peer-access (shm); the "
+                   "others: auto or native; one table section each",
                    [o](absl::string_view v) -> absl::Status {
                      o->algorithms.clear();
                      o->algorithms_given = true;

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "base/status.h"
@@ -11,19 +12,20 @@ namespace braid {
 namespace {
 
 BRAID_ENV_KNOB(kDebugKnob, "BRAID_DEBUG", "",
-               "When all ranks check that they issue the same collective: unset, before each native collective "
-               "(MPI's, NCCL's own, whose messages carry no frame headers); detail, before every collective (one "
-               "extra small all-gather each); off, never.");
+               "When all ranks check that they issue the same collective: unset or info, before each native "
+               "collective (MPI's, NCCL's own, whose messages carry no frame headers); detail, before every "
+               "collective (one extra small all-gather each); off, never.");
 
 }  // namespace
 
 absl::StatusOr<AgreementChecks> AgreementChecksFromEnv() {
-  const std::string value = kDebugKnob.String();
-  if (value.empty()) return AgreementChecks::kNative;
+  // TORCH_DISTRIBUTED_DEBUG's spellings too: OFF, INFO, DETAIL, any case.
+  const std::string value = absl::AsciiStrToLower(kDebugKnob.String());
+  if (value.empty() || value == "info") return AgreementChecks::kNative;
   if (value == "detail") return AgreementChecks::kEvery;
   if (value == "off") return AgreementChecks::kOff;
-  return absl::InvalidArgumentError(
-      absl::StrCat("BRAID_DEBUG=\"", value, "\" is not one of detail or off (or unset)"));
+  return absl::InvalidArgumentError(absl::StrCat("BRAID_DEBUG=\"", kDebugKnob.String(),
+                                                 "\" is not one of off, info (the default) or detail"));
 }
 
 absl::Status CheckAgreement(int rank, int size, const CollectiveArgs& args, const char* check, HeaderGather gather) {

@@ -7,9 +7,10 @@
 // receiver compares it); an engine's own collectives (MPI, NCCL) carry none,
 // so the communicator checks before each of them by default. One knob,
 // BRAID_DEBUG, says when it runs:
-//   (unset)  before each native collective
-//   detail   before every collective (one extra small all-gather each)
-//   off      never (native collectives then trust the callers)
+//   (unset), info  before each native collective
+//   detail         before every collective (one extra small all-gather each)
+//   off            never (native collectives then trust the callers)
+// (TORCH_DISTRIBUTED_DEBUG's words, any case.)
 #ifndef BRAID_COLLECTIVES_AGREEMENT_H_
 #define BRAID_COLLECTIVES_AGREEMENT_H_
 

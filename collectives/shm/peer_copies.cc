@@ -14,7 +14,7 @@ namespace braid {
 
 namespace {
 
-// The frame of the direct collectives below: the first Sync publishes every
+// The frame of the peer-access collectives below: the first Sync publishes every
 // rank's buffers (and, as its header must match, that they hold as much as
 // this rank's), `copy` moves this rank's part with cross-memory copies, and
 // the second Sync keeps every buffer published until every rank is done.

@@ -57,7 +57,7 @@ struct PeerBuffers {
 };
 
 // Memory that every rank of a same-host group maps, and a barrier over it:
-// how the direct algorithms skip the per-message copies of a stream. Each
+// how shared-memory collectives skip the per-message copies of a stream. Each
 // rank owns a window split in two halves; any rank may read any window. A
 // collective writes its own half, Syncs, then reads the peers'. Round r uses
 // half r % 2, and consecutive rounds are separated by a Sync, so a rank

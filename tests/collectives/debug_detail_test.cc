@@ -79,3 +79,27 @@ TEST_CASE("BRAID_DEBUG=detail: ranks with different broadcast roots all get ever
 
 }  // namespace
 }  // namespace braid
+
+namespace braid {
+namespace {
+
+TEST_CASE("BRAID_DEBUG: unset or info checks native collectives, detail every one, off none; others refused",
+          "[collectives][debug]") {
+  auto with = [](const char* value) {
+    setenv("BRAID_DEBUG", value, 1);
+    absl::StatusOr<AgreementChecks> checks = AgreementChecksFromEnv();
+    unsetenv("BRAID_DEBUG");
+    return checks;
+  };
+  CHECK(AgreementChecksFromEnv().value() == AgreementChecks::kNative);
+  CHECK(with("INFO").value() == AgreementChecks::kNative);
+  CHECK(with("detail").value() == AgreementChecks::kEvery);
+  CHECK(with("Detail").value() == AgreementChecks::kEvery);
+  CHECK(with("off").value() == AgreementChecks::kOff);
+  const absl::StatusOr<AgreementChecks> bogus = with("verbose");
+  CHECK(bogus.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(bogus.status().message(), "BRAID_DEBUG=\"verbose\""));
+}
+
+}  // namespace
+}  // namespace braid

@@ -27,7 +27,7 @@ namespace braid {
 namespace {
 
 BRAID_ENV_KNOB(kShmPeerAccessKnob, "BRAID_SHM_PEER_ACCESS", "1",
-               "shm: 1 lets the direct collectives read peers' inputs and write their outputs with one kernel copy "
+               "shm: 1 lets the peer-access collectives read peers' inputs and write their outputs with one kernel copy "
                "(process_vm_readv/writev) where a set-up probe finds both allowed; 0 always copies through the "
                "shared windows.");
 BRAID_ENV_KNOB(kShmWindowKnob, "BRAID_SHM_WINDOW_KB", "",

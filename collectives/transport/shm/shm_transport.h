@@ -41,9 +41,9 @@ struct ShmTransportOptions {
   // cores) before sleeping on the futex.
   absl::Duration spin = absl::Microseconds(200);
   // Bytes in each half of this rank's shared window (SharedWindows; a
-  // multiple of 4096, 0 for none): the direct algorithms' round size.
+  // multiple of 4096, 0 for none): the window all-reduce's round size.
   size_t window_half_bytes = size_t{1} << 20;
-  // Let the direct collectives read the peers' inputs and write their
+  // Let the peer-access collectives read the peers' inputs and write their
   // outputs with one kernel copy (process_vm_readv/writev) instead of copying
   // through the windows; used only where a set-up probe finds both work
   // between every pair (containers often forbid them). When they pay off is
