@@ -30,7 +30,7 @@
 namespace braid::testing {
 namespace {
 
- // True when this process has no child left, reaped or not.
+// True when this process has no child left, reaped or not.
 bool NoChildrenLeft() {
   errno = 0;
   const pid_t pid = ::waitpid(-1, nullptr, WNOHANG);

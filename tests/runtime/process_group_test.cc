@@ -41,6 +41,7 @@
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"
 #include "tests/harness/subprocess.h"
+#include "tests/harness/scoped_env.h"
 #include "tests/harness/statuses.h"
 
 extern char** environ;
@@ -60,31 +61,10 @@ constexpr const char* kContractVariables[] = {
     "BRAID_STORE_PREFIX", "BRAID_TRANSPORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"};
 
- // Clears the worker contract on construction and restores the test process's
-// own environment on destruction (main thread only; setenv is not thread-safe).
-class ScopedContract {
- public:
-  ScopedContract() {
-    for (const char* name : kContractVariables) {
-      const char* value = std::getenv(name);
-      if (value != nullptr) saved_[name] = value;
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedContract() {
-    for (const char* name : kContractVariables) {
-      auto it = saved_.find(name);
-      if (it == saved_.end()) {
-        ::unsetenv(name);
-      } else {
-        ::setenv(name, it->second.c_str(), 1);
-      }
-    }
-  }
-  void Set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
-
- private:
-  std::map<std::string, std::string> saved_;
+// Clears the worker contract on construction and restores the test process's
+// own environment on destruction.
+struct ScopedContract : ::braid::testing::ScopedEnv {
+  ScopedContract() : ScopedEnv({std::begin(kContractVariables), std::end(kContractVariables)}) {}
 };
 
 // A port that was free a moment ago: bind port 0, read it, close.

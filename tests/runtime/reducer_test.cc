@@ -35,7 +35,7 @@ using ::braid::testing::RankMode;
 using ::braid::testing::RunRanks;
 using ::braid::testing::RunRanksOptions;
 
- // Runs fn as n worker processes, each with a ProcessGroup from InitFromEnv.
+// Runs fn as n worker processes, each with a ProcessGroup from InitFromEnv.
 std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext&, ProcessGroup&)> fn) {
   const uint16_t port = UnusedPort();
   RunRanksOptions options;

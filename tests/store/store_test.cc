@@ -68,7 +68,7 @@ std::unique_ptr<TcpStore> ConnectTo(const StoreServer& server) {
   return *std::move(store);
 }
 
- // Runs `fn(i)` on `n` threads and returns their statuses.
+// Runs `fn(i)` on `n` threads and returns their statuses.
 template <typename Fn>
 std::vector<absl::Status> OnThreads(int n, Fn fn) {
   std::vector<absl::Status> statuses(n);

@@ -4,14 +4,13 @@
 // and that every entry the suites use builds through it.
 #include "collectives/transport/registry.h"
 
-#include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "catch2/catch.hpp"
 #include "tensor/device.h"
+#include "tests/harness/scoped_env.h"
 
 namespace braid {
 namespace {
@@ -26,31 +25,9 @@ class SoloBootstrap final : public Bootstrap {
   }
 };
 
-// Clears what the registry reads from the environment, and restores it after
-// (main thread only; setenv is not thread-safe).
-class ScopedEnv {
- public:
-  ScopedEnv() {
-    for (const char* name : kNames) {
-      if (const char* value = std::getenv(name)) saved_[name] = value;
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    for (const char* name : kNames) {
-      auto it = saved_.find(name);
-      if (it == saved_.end()) {
-        ::unsetenv(name);
-      } else {
-        ::setenv(name, it->second.c_str(), 1);
-      }
-    }
-  }
-  void Set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
-
- private:
-  static constexpr const char* kNames[] = {"BRAID_TRANSPORT", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"};
-  std::map<std::string, std::string> saved_;
+// What the registry reads from the environment, cleared for each test.
+struct ScopedEnv : ::braid::testing::ScopedEnv {
+  ScopedEnv() : ::braid::testing::ScopedEnv({"BRAID_TRANSPORT", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}) {}
 };
 
 TEST_CASE("ChooseTransport: auto, names in any case, mpi only under mpirun, unknown names", "[transport]") {
