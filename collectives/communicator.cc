@@ -83,6 +83,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       env_algorithm_(env_algorithm),
       inline_bytes_(inline_bytes),
       checks_(checks),
+      native_check_(native_ != nullptr ? absl::StrCat("native ", native_->native_name()) : ""),
       selector_(CapsOf(*transport_), options.thresholds),
       staging_(rank_, transport_name_),
       flight_(rank_, size_, transport_name_),
@@ -209,8 +210,7 @@ absl::Status Communicator::Agree(const Task& task) {
   if (task.args.seq == 0 || size_ == 1 || checks_ == AgreementChecks::kOff) return absl::OkStatus();
   if (task.algorithm == Algorithm::kNative) {
     // The engine's messages carry no frame headers: check by default.
-    const std::string check = absl::StrCat("native ", native_->native_name());
-    return CheckAgreement(rank_, size_, task.args, check.c_str(),
+    return CheckAgreement(rank_, size_, task.args, native_check_.c_str(),
                           [&](const FrameHeader& mine, absl::Span<FrameHeader> all) {
                             return native_->NativeGatherHeaders(task.args, mine, all);
                           });

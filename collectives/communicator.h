@@ -194,6 +194,8 @@ class Communicator {
   const Algorithm env_algorithm_;
   const size_t inline_bytes_;
   const AgreementChecks checks_;
+  // "native MPI": how the agreement check before a native collective names itself.
+  const std::string native_check_;
   const Selector selector_;
   Scratch scratch_;  // the running task only
   HostStaging staging_;  // the running task only

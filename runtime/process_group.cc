@@ -2,13 +2,11 @@
 
 #include <unistd.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth.h"
-#include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"

@@ -6,11 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "tensor/dtype.h"
-#include "tensor/reduce.h"
 
 namespace braid {
 namespace {

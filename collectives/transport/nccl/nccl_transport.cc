@@ -10,9 +10,7 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"
-#include "tensor/cuda_kernels.h"
 #include "tensor/dtype.h"
-#include "tensor/reduce.h"
 
 namespace braid {
 namespace {
