@@ -37,6 +37,8 @@ BRAID_ENV_KNOB(kStopGraceKnob, "BRAID_STOP_GRACE_SEC", "5",
 
 constexpr int kDefaultMasterPort = 29500;
 constexpr char kShutdownPrefix[] = "shutdown: ";
+// How long a failure waits for its peers' exits, to report the cause first.
+constexpr absl::Duration kFailureSettle = absl::Milliseconds(200);
 
 void Say(const std::string& line) {
   const std::string text = absl::StrCat("braidrun: ", line, "\n");
@@ -286,11 +288,25 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
       signal_ = events->signal;
       return Outcome::kSignal;
     }
-    // Reaped together, a worker killed by a signal is the likelier cause: its
-    // peers exit with an error once they notice it is gone.
     std::vector<WorkerExit> failed;
     for (const WorkerExit& exit : events->exited) {
       if (!exit.succeeded()) failed.push_back(exit);
+    }
+    // A worker killed by a signal is the likelier cause: its peers exit with
+    // an error once they notice it is gone, and one of them can be reaped
+    // first (the kernel releases a dying process's memory before it becomes a
+    // zombie). So a failure waits a moment for the others before it is told.
+    const Deadline settle = DeadlineIn(kFailureSettle);
+    while (!failed.empty() && group.running() > 0 && !Expired(settle)) {
+      absl::StatusOr<WorkerEvents> more = group.Poll(settle);
+      if (!more.ok()) break;
+      for (const WorkerExit& exit : more->exited) {
+        if (!exit.succeeded()) failed.push_back(exit);
+      }
+      if (more->signal != 0) {
+        signal_ = more->signal;
+        return Outcome::kSignal;
+      }
     }
     std::stable_partition(failed.begin(), failed.end(),
                           [](const WorkerExit& exit) { return WIFSIGNALED(exit.wait_status); });
