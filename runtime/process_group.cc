@@ -63,7 +63,10 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   // MASTER_PORT if set, else any port, for the callers' own keys, and tells
   // the others where it is over MPI.
   std::unique_ptr<MpiBootstrap> mpi_bootstrap;
-  if (env_.under_mpirun && env_.store_addr.empty()) {
+  std::shared_ptr<Store> base = options.store;
+  if (base != nullptr) {
+    store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
+  } else if (env_.under_mpirun && env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(mpi_bootstrap, MpiBootstrap::Create(deadline));
     if (mpi_bootstrap->rank() != env_.rank || mpi_bootstrap->size() != env_.world_size) {
       return absl::InvalidArgumentError(absl::StrCat("mpirun's environment says rank ", env_.rank, " of ",
@@ -92,11 +95,13 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
       store_address.port = server_->port();
     }
   }
-  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(store_address, deadline, secret);
-  if (!client.ok()) {
-    return Annotate(client.status(), absl::StrCat("connecting to the store at ", ToString(store_address)));
+  if (base == nullptr) {
+    absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(store_address, deadline, secret);
+    if (!client.ok()) {
+      return Annotate(client.status(), absl::StrCat("connecting to the store at ", ToString(store_address)));
+    }
+    base = std::move(*client);
   }
-  std::shared_ptr<Store> base = std::move(*client);
   store_ = env_.store_prefix.empty() ? base : std::make_shared<PrefixStore>(env_.store_prefix, base);
   StoreBootstrap store_bootstrap(*store_, env_.rank, env_.world_size);
   Bootstrap& bootstrap = mpi_bootstrap ? static_cast<Bootstrap&>(*mpi_bootstrap) : store_bootstrap;

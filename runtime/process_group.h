@@ -55,6 +55,9 @@ struct ProcessGroupOptions {
   // "auto", "mpi", "shm", "tcp" or "nccl" (--config=cuda); empty = BRAID_TRANSPORT (default auto).
   std::string transport;
   CommunicatorOptions communicator;
+  // A store of the caller's to meet over (the torch backend passes torch's
+  // c10d store): no store is hosted or connected, and MPI does not bootstrap.
+  std::shared_ptr<Store> store;
 };
 
 class ProcessGroup {

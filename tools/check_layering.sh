@@ -9,6 +9,8 @@
 #   collectives            base, tensor, collectives/transport (never runtime, the store or the launcher)
 #   runtime                base, tensor, store, collectives
 #   launcher               base, store (it links no collectives, no runtime)
+#   capi                   everything but the launcher (braid's C API over the runtime)
+#   python                 capi only (the bindings link libbraid.so, never braid's C++)
 #
 # Two checks: every #include "..." in the floor's sources, and (unless
 # --includes-only, or without bazel) every target's dependencies from
@@ -36,6 +38,8 @@ rules=(
   "collectives|runtime/ store/ launcher/ capi/ python/ bench/ examples/ tests/"
   "runtime|launcher/ capi/ python/ bench/ examples/ tests/"
   "launcher|collectives/ runtime/ tensor/ capi/ python/ bench/ examples/ tests/"
+  "capi|launcher/ python/ bench/ examples/ tests/"
+  "python|base/ tensor/ store/ collectives/ runtime/ launcher/ bench/ examples/ tests/"
 )
 
 violations=0
@@ -69,11 +73,13 @@ if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE 
     "//collectives:*|//runtime/... + //store/... + //launcher/..."
     "//runtime/...|//launcher/..."
     "//launcher/...|//collectives/... + //runtime/... + //tensor/..."
+    "//capi/...|//launcher/... + //python/..."
+    # The bindings reach braid only through libbraid.so, which links everything: their own edges count.
+    "//python/...|//base/... + //tensor/... + //store/... + //collectives/... + //runtime/... + //capi:capi|1"
   )
   for rule in "${query_rules[@]}"; do
-    from=${rule%%|*}
-    to=${rule#*|}
-    edges=$(bazel query --noshow_progress --notool_deps "deps($from) intersect ($to)" 2>/dev/null) ||
+    IFS='|' read -r from to depth <<<"$rule"
+    edges=$(bazel query --noshow_progress --notool_deps "deps($from${depth:+, $depth}) intersect ($to)" 2>/dev/null) ||
       { report "bazel query failed for $from"; continue; }
     while IFS= read -r target; do
       [[ -n "$target" ]] || continue

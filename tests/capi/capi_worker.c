@@ -1,0 +1,195 @@
+/* A braid worker in plain C (compiled as C11, linked against libbraid.so):
+ * every collective through the C API, checked element by element, plus the
+ * error paths. Run under braidrun; prints "capi ok: rank R of N" at the end,
+ * and exits 1 naming the first wrong value. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capi/braid.h"
+
+static int rank, size;
+
+#define CHECK_OK(call)                                                                  \
+  do {                                                                                  \
+    braid_status status_ = (call);                                                      \
+    if (status_ != BRAID_OK) {                                                          \
+      fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, status_, braid_last_error()); \
+      exit(1);                                                                          \
+    }                                                                                   \
+  } while (0)
+
+static void expect(int ok, const char* what, long index, double got, double want) {
+  if (!ok) {
+    fprintf(stderr, "rank %d: %s: element %ld is %g, expected %g\n", rank, what, index, got, want);
+    exit(1);
+  }
+}
+
+static braid_buffer f32(float* data, int64_t count) {
+  braid_buffer b = {data, count, BRAID_FLOAT32, {BRAID_CPU, 0}};
+  return b;
+}
+
+int main(void) {
+  if (braid_abi_version() != BRAID_ABI_VERSION) {
+    fprintf(stderr, "library ABI %d, header %d\n", braid_abi_version(), BRAID_ABI_VERSION);
+    return 1;
+  }
+  braid_group* group = NULL;
+  if (braid_group_create(NULL, &group) != BRAID_OK) {
+    fprintf(stderr, "braid_group_create: %s\n", braid_last_error());
+    return 1;
+  }
+  rank = braid_group_rank(group);
+  size = braid_group_size(group);
+  enum { N = 1000 };
+  float* in = malloc(sizeof(float) * N * 8);
+  float* out = malloc(sizeof(float) * N * 8);
+
+  /* all-reduce, in place and blocking: sum of (rank + 1) * i. */
+  for (int i = 0; i < N; ++i) in[i] = (float)((rank + 1) * i);
+  braid_buffer b = f32(in, N);
+  CHECK_OK(braid_all_reduce(group, &b, &b, BRAID_SUM, NULL, NULL));
+  const float ranks_sum = (float)(size * (size + 1) / 2);
+  for (int i = 0; i < N; ++i) expect(in[i] == ranks_sum * i, "all_reduce sum", i, in[i], ranks_sum * i);
+
+  /* all-reduce out of place, asynchronous, max; test then wait. */
+  for (int i = 0; i < N; ++i) in[i] = (float)(rank * 10 + i % 7);
+  braid_buffer bi = f32(in, N), bo = f32(out, N);
+  braid_work* work = NULL;
+  CHECK_OK(braid_all_reduce(group, &bi, &bo, BRAID_MAX, NULL, &work));
+  int done = 0;
+  CHECK_OK(braid_work_test(work, &done));
+  CHECK_OK(braid_work_wait(work, 30.0));
+  CHECK_OK(braid_work_test(work, &done));
+  expect(done == 1, "work_test after wait", 0, done, 1);
+  braid_work_free(work);
+  for (int i = 0; i < N; ++i) {
+    const float want = (float)((size - 1) * 10 + i % 7);
+    expect(out[i] == want, "all_reduce max", i, out[i], want);
+  }
+
+  /* broadcast from the last rank, int64. */
+  int64_t longs[N];
+  for (int i = 0; i < N; ++i) longs[i] = rank == size - 1 ? (int64_t)i * 1000003 : -1;
+  braid_buffer bl = {longs, N, BRAID_INT64, {BRAID_CPU, 0}};
+  CHECK_OK(braid_broadcast(group, &bl, size - 1, NULL, NULL));
+  for (int i = 0; i < N; ++i) expect(longs[i] == (int64_t)i * 1000003, "broadcast", i, (double)longs[i], i * 1000003.0);
+
+  /* all-gather: rank r contributes N elements of value r + i. */
+  for (int i = 0; i < N; ++i) in[i] = (float)(rank + i);
+  bi = f32(in, N);
+  bo = f32(out, (int64_t)N * size);
+  CHECK_OK(braid_all_gather(group, &bi, &bo, NULL, NULL));
+  for (int r = 0; r < size; ++r) {
+    for (int i = 0; i < N; ++i) expect(out[r * N + i] == (float)(r + i), "all_gather", r * N + i, out[r * N + i], r + i);
+  }
+
+  /* reduce-scatter, average: every rank sends size * N elements. */
+  for (int j = 0; j < N * size; ++j) in[j] = (float)(rank + j);
+  bi = f32(in, (int64_t)N * size);
+  bo = f32(out, N);
+  CHECK_OK(braid_reduce_scatter(group, &bi, &bo, BRAID_AVG, NULL, NULL));
+  for (int i = 0; i < N; ++i) {
+    const float want = (float)(size - 1) / 2.0f + (float)(rank * N + i);
+    expect(fabsf(out[i] - want) < 1e-3f, "reduce_scatter avg", i, out[i], want);
+  }
+
+  /* reduce to rank 0, min. */
+  for (int i = 0; i < N; ++i) in[i] = (float)(100 - rank + i);
+  bi = f32(in, N);
+  bo = f32(out, N);
+  CHECK_OK(braid_reduce(group, &bi, &bo, BRAID_MIN, 0, NULL, NULL));
+  if (rank == 0) {
+    for (int i = 0; i < N; ++i) expect(out[i] == (float)(100 - (size - 1) + i), "reduce min", i, out[i], 100 - (size - 1) + i);
+  }
+
+  /* all-to-all: block d of rank r's input is r * 100 + d. */
+  for (int d = 0; d < size; ++d) {
+    for (int i = 0; i < N; ++i) in[d * N + i] = (float)(rank * 100 + d);
+  }
+  bi = f32(in, (int64_t)N * size);
+  bo = f32(out, (int64_t)N * size);
+  CHECK_OK(braid_all_to_all(group, &bi, &bo, NULL, NULL));
+  for (int s = 0; s < size; ++s) {
+    for (int i = 0; i < N; ++i) expect(out[s * N + i] == (float)(s * 100 + rank), "all_to_all", s * N + i, out[s * N + i], s * 100 + rank);
+  }
+
+  /* send / recv around a ring (even ranks send first). */
+  if (size > 1) {
+    const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int i = 0; i < N; ++i) in[i] = (float)(rank * 7 + i);
+    bi = f32(in, N);
+    bo = f32(out, N);
+    braid_work* sent = NULL;
+    CHECK_OK(braid_send(group, &bi, next, NULL, &sent));
+    CHECK_OK(braid_recv(group, &bo, prev, NULL, NULL));
+    CHECK_OK(braid_work_wait(sent, -1));
+    braid_work_free(sent);
+    for (int i = 0; i < N; ++i) expect(out[i] == (float)(prev * 7 + i), "send/recv", i, out[i], prev * 7 + i);
+  }
+
+  CHECK_OK(braid_barrier(group, NULL));
+
+  /* Errors: a bad dtype and a CUDA stream are refused with a code and a message, and the group goes on. */
+  braid_buffer bad = f32(in, N);
+  bad.dtype = (braid_dtype)42;
+  if (braid_all_reduce(group, &bad, &bad, BRAID_SUM, NULL, NULL) != BRAID_INVALID_ARGUMENT ||
+      strstr(braid_last_error(), "unknown braid_dtype 42") == NULL) {
+    fprintf(stderr, "rank %d: a bad dtype gave \"%s\"\n", rank, braid_last_error());
+    return 1;
+  }
+  b = f32(in, N);
+  if (braid_all_reduce(group, &b, &b, BRAID_SUM, (void*)1, NULL) != BRAID_UNIMPLEMENTED ||
+      strstr(braid_last_error(), "stream") == NULL) {
+    fprintf(stderr, "rank %d: a stream gave \"%s\"\n", rank, braid_last_error());
+    return 1;
+  }
+  b = f32(in, 3);
+  bo = f32(out, 4);
+  if (braid_all_reduce(group, &b, &bo, BRAID_SUM, NULL, NULL) == BRAID_OK) {
+    fprintf(stderr, "rank %d: an all-reduce of 3 into 4 elements succeeded\n", rank);
+    return 1;
+  }
+
+  /* The reducer: two gradients averaged across ranks, then no_sync accumulation. */
+  float g0[300], g1[40];
+  braid_buffer grads[2] = {f32(g0, 300), f32(g1, 40)};
+  braid_reducer* reducer = NULL;
+  CHECK_OK(braid_reducer_create(group, grads, 2, NULL, &reducer));
+  CHECK_OK(braid_reducer_prepare(reducer));
+  for (int i = 0; i < 300; ++i) g0[i] = (float)rank;
+  for (int i = 0; i < 40; ++i) g1[i] = (float)(2 * rank + i);
+  CHECK_OK(braid_reducer_mark_ready(reducer, 1));
+  CHECK_OK(braid_reducer_mark_ready(reducer, 0));
+  CHECK_OK(braid_reducer_finalize(reducer));
+  const float mean_rank = (float)(size - 1) / 2.0f;
+  for (int i = 0; i < 300; ++i) expect(fabsf(g0[i] - mean_rank) < 1e-5f, "reducer g0", i, g0[i], mean_rank);
+  for (int i = 0; i < 40; ++i) expect(fabsf(g1[i] - (2 * mean_rank + i)) < 1e-4f, "reducer g1", i, g1[i], 2 * mean_rank + i);
+  CHECK_OK(braid_reducer_no_sync_begin(reducer));
+  CHECK_OK(braid_reducer_prepare(reducer));
+  CHECK_OK(braid_reducer_mark_ready(reducer, 0));
+  CHECK_OK(braid_reducer_mark_ready(reducer, 1));
+  CHECK_OK(braid_reducer_finalize(reducer));
+  CHECK_OK(braid_reducer_no_sync_end(reducer));
+  for (int i = 0; i < 300; ++i) expect(fabsf(g0[i] - mean_rank) < 1e-5f, "no_sync left g0 alone", i, g0[i], mean_rank);
+  if (braid_reducer_no_sync_end(reducer) != BRAID_FAILED_PRECONDITION) {
+    fprintf(stderr, "rank %d: an unmatched no_sync_end was accepted\n", rank);
+    return 1;
+  }
+  braid_reducer_destroy(reducer);
+
+  /* Parameters from rank 0. */
+  for (int i = 0; i < 300; ++i) g0[i] = (float)(rank * 1000 + i);
+  grads[0] = f32(g0, 300);
+  CHECK_OK(braid_broadcast_buffers(group, grads, 1, 0));
+  for (int i = 0; i < 300; ++i) expect(g0[i] == (float)i, "broadcast_buffers", i, g0[i], i);
+
+  printf("capi ok: rank %d of %d over %s, braid %s\n", rank, size, braid_group_transport(group), braid_version());
+  free(in);
+  free(out);
+  braid_group_destroy(group);
+  return 0;
+}
