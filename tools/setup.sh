@@ -22,6 +22,14 @@ PACKAGES=(
   python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
   clang             # clang 14 with libFuzzer: tools/fuzz.sh
   iproute2          # ip netns: the network-partition test
+  python3-dev       # Python.h: the braid Python package (python/)
+  pybind11-dev      # pybind11 2.10: braid._braid
+  libtorch-dev      # libtorch 1.13 and its c10d headers: the torch.distributed backend braid._torch
+  python3-numpy     # NumPy arrays through braid's Python API (tests)
+  python3-pip       # tools/install_python.sh builds a wheel and pip-installs it
+  python3-venv      # ... into a virtualenv that sees Debian's torch (PEP 668)
+  python3-setuptools
+  python3-wheel
 )
 
 fail() {
@@ -56,7 +64,8 @@ bazel_version=$(dpkg-query -W -f='${Version}' bazel-bootstrap)
   fail "missing /usr/share/bazel/platforms (the @platforms repository bazel-bootstrap ships)"
 gxx_major=$(g++ -dumpversion | cut -d. -f1)
 (( gxx_major >= 12 )) || fail "need g++ 12 or newer for C++20, found $(g++ -dumpversion)"
-for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h; do
+for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h python3.11/Python.h pybind11/pybind11.h \
+  torch/csrc/distributed/c10d/ProcessGroup.hpp; do
   [[ -f /usr/include/$header ]] || fail "missing header /usr/include/$header"
 done
 [[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ]] || fail "missing Open MPI headers (libopenmpi-dev)"
