@@ -1,0 +1,85 @@
+"""all_reduce on torch tensors from Python: braid (plain API and the
+torch.distributed backend) against gloo, in one job, rounds interleaved.
+
+    braidrun --standalone --nproc-per-node=2 /usr/bin/python3 bench/python/allreduce.py
+
+Rank 0 prints a markdown table: time per call (median of the rounds' means)
+and bus bandwidth (2 (n-1)/n * bytes / time, as nccl-tests), and the ratios
+to gloo.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import braid
+import braid.torch  # noqa: F401  (registers the "braid" backend)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--sizes", default="8,1M,64M")
+parser.add_argument("--rounds", type=int, default=5)
+parser.add_argument("--seconds", type=float, default=0.4, help="per round and size, roughly")
+args = parser.parse_args()
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank, size = dist.get_rank(), dist.get_world_size()
+braid_pg = dist.new_group(backend="braid")
+group = braid.init()
+
+runners = {
+    "gloo": lambda t: dist.all_reduce(t, group=None),
+    "braid backend": lambda t: dist.all_reduce(t, group=braid_pg),
+    "braid plain": lambda t: group.all_reduce(t),
+}
+
+
+def timed(run, t, iterations):
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        run(t)
+    elapsed = time.perf_counter() - start
+    # Every rank's time counts: the slowest one's.
+    slowest = torch.tensor([elapsed], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return slowest.item() / iterations
+
+
+rows = []
+for text in args.sizes.split(","):
+    nbytes = parse_size(text)
+    t = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+    # Iterations from gloo's speed, the same for everyone.
+    probe = timed(runners["gloo"], t, 3)
+    iterations = max(3, min(20000, int(args.seconds / probe)))
+    samples = {name: [] for name in runners}
+    for _ in range(args.rounds):
+        for name, run in runners.items():
+            samples[name].append(timed(run, t, iterations))
+    # Correctness on the way: the last value equals ranks ** calls.
+    assert torch.isfinite(t).all()
+    row = {"bytes": nbytes, "iterations": iterations}
+    for name in runners:
+        seconds = statistics.median(samples[name])
+        row[name] = (seconds, 2 * (size - 1) / size * nbytes / seconds / 1e9)
+    rows.append(row)
+
+if rank == 0:
+    print(f"\n{size} ranks, torch {torch.__version__}, median of {args.rounds} interleaved rounds")
+    print("| bytes | gloo us | braid backend us | braid plain us | gloo GB/s | backend GB/s | plain GB/s "
+          "| backend / gloo busbw | plain / gloo busbw |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        g, b, p = row["gloo"], row["braid backend"], row["braid plain"]
+        print(f"| {row['bytes']} | {g[0] * 1e6:.1f} | {b[0] * 1e6:.1f} | {p[0] * 1e6:.1f} | {g[1]:.3f} | {b[1]:.3f} "
+              f"| {p[1]:.3f} | {g[0] / b[0]:.1f}x | {g[0] / p[0]:.1f}x |")
+dist.destroy_process_group()

@@ -1,0 +1,86 @@
+"""DDP step time with and without no_sync(), gloo against braid's backend,
+in one job (two process groups, rounds interleaved), for two models: the
+tutorial model Linear(1000,512)-ReLU-Linear(512,10) and a ~29M-parameter MLP.
+
+    braidrun --standalone --nproc-per-node=2 /usr/bin/python3 bench/python/ddp_step.py
+
+Rank 0 prints a markdown table: ms per step synced and under no_sync, and
+their ratio (what synchronisation costs), per backend.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import braid.torch  # noqa: F401
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=20)
+parser.add_argument("--rounds", type=int, default=3)
+parser.add_argument("--batch", type=int, default=32)
+args = parser.parse_args()
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank, size = dist.get_rank(), dist.get_world_size()
+groups = {"gloo": dist.group.WORLD, "braid": dist.new_group(backend="braid")}
+
+MODELS = {
+    "tutorial (0.5M)": lambda: nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Linear(512, 10)),
+    "MLP (29M)": lambda: nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                                       nn.Linear(4096, 1024)),
+}
+
+
+def step_time(ddp, x, y, opt, no_sync):
+    loss_fn = nn.MSELoss()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        opt.zero_grad()
+        if no_sync:
+            with ddp.no_sync():
+                loss_fn(ddp(x), y).backward()
+        else:
+            loss_fn(ddp(x), y).backward()
+        opt.step()
+    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return elapsed.item() / args.steps
+
+
+rows = []
+for model_name, make in MODELS.items():
+    torch.manual_seed(0)
+    ddps = {}
+    for name, pg in groups.items():
+        model = make()
+        ddps[name] = (DDP(model, process_group=pg), torch.optim.SGD(model.parameters(), lr=1e-3))
+    inputs = model[0].in_features
+    outputs = model[-1].out_features
+    x = torch.randn(args.batch, inputs)
+    y = torch.randn(args.batch, outputs)
+    samples = {(name, ns): [] for name in groups for ns in (False, True)}
+    for name, (ddp, opt) in ddps.items():  # warm up
+        step_time(ddp, x, y, opt, False)
+    for _ in range(args.rounds):
+        for name, (ddp, opt) in ddps.items():
+            for ns in (False, True):
+                samples[(name, ns)].append(step_time(ddp, x, y, opt, ns))
+    for name in groups:
+        synced = statistics.median(samples[(name, False)])
+        local = statistics.median(samples[(name, True)])
+        rows.append((model_name, name, synced, local))
+
+if rank == 0:
+    print(f"\n{size} ranks, batch {args.batch} per rank, {args.steps} steps x {args.rounds} rounds (median), "
+          f"torch {torch.__version__}")
+    print("| model | backend | synced ms/step | no_sync ms/step | synced / no_sync |")
+    print("|---|---|---:|---:|---:|")
+    for model_name, name, synced, local in rows:
+        print(f"| {model_name} | {name} | {synced * 1e3:.2f} | {local * 1e3:.2f} | {synced / local:.2f} |")
+dist.destroy_process_group()
