@@ -59,6 +59,7 @@ typedef enum {
   BRAID_UNAVAILABLE = 14,        /* a peer closed its connection */
   BRAID_DATA_LOSS = 15,
   BRAID_UNAUTHENTICATED = 16,
+  BRAID_STATUS_MAX_ENUM = 0x7fffffff, /* every int is a valid value (checked, not undefined) */
 } braid_status;
 
 typedef enum {
@@ -70,11 +71,19 @@ typedef enum {
   BRAID_UINT8 = 5,
   BRAID_INT32 = 6,
   BRAID_INT64 = 7,
+  BRAID_DTYPE_MAX_ENUM = 0x7fffffff,
 } braid_dtype;
 
-typedef enum { BRAID_SUM = 0, BRAID_PROD = 1, BRAID_MIN = 2, BRAID_MAX = 3, BRAID_AVG = 4 } braid_op;
+typedef enum {
+  BRAID_SUM = 0,
+  BRAID_PROD = 1,
+  BRAID_MIN = 2,
+  BRAID_MAX = 3,
+  BRAID_AVG = 4,
+  BRAID_OP_MAX_ENUM = 0x7fffffff,
+} braid_op;
 
-typedef enum { BRAID_CPU = 0, BRAID_CUDA = 1 } braid_device_type;
+typedef enum { BRAID_CPU = 0, BRAID_CUDA = 1, BRAID_DEVICE_MAX_ENUM = 0x7fffffff } braid_device_type;
 
 typedef struct {
   braid_device_type type;

@@ -6,6 +6,7 @@ set -uo pipefail
 pkg=$TEST_TMPDIR/pkg/braid
 mkdir -p "$pkg"
 cp python/braid/*.py capi/libbraid.so python/_braid.so "$pkg/"
+source tests/python/sanitizer_env.sh
 export PYTHONPATH=$TEST_TMPDIR/pkg PYTHONDONTWRITEBYTECODE=1
 failed=0
 for transport in shm tcp; do

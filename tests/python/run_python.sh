@@ -21,6 +21,7 @@ if [[ -d python/braid/torch ]]; then
   mkdir -p "$pkg/braid/torch"
   cp -f python/braid/torch/*.py "$pkg/braid/torch/"
 fi
+source "$runfiles/tests/python/sanitizer_env.sh"
 export PYTHONPATH=$pkg:$runfiles/tests/python
 export PYTHONDONTWRITEBYTECODE=1
 exec timeout 300 "$braidrun" --standalone --nproc-per-node="$nproc" ${BRAIDRUN_ARGS:-} \

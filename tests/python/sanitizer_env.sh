@@ -1,0 +1,13 @@
+# Sourced by the Python tests: under --config=asan or --config=tsan the
+# braid libraries are instrumented but /usr/bin/python3 is not, so the
+# sanitizer's runtime is preloaded (it must come first) and Python's own
+# leaks at exit are not reported.
+case "${BRAID_SANITIZER:-}" in
+  asan)
+    export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+    ;;
+  tsan)
+    export LD_PRELOAD=$(gcc -print-file-name=libtsan.so)
+    ;;
+esac

@@ -1,0 +1,307 @@
+# Every collective of the "braid" torch.distributed backend against gloo on
+# the same inputs, in one job: the default group is braid's, a second group
+# over the same ranks is gloo's (dist.new_group(backend="gloo")).
+#
+# Inputs are small integers in every dtype, distinct per rank and element, so
+# sums, products, minima and maxima are exact in float32, float64 and int64
+# alike and the results must be equal, not close (AVG, a division, is
+# compared within a few ulps). Collectives gloo lacks in torch 1.13
+# (reduce_scatter, all_gather_into_tensor, the list all_to_all, AVG) are
+# checked against what gloo's own primitives give.
+#
+# Prints "torch collectives ok: rank R of W" at the end; any mismatch raises.
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import braid
+import braid.torch
+
+DTYPES = [torch.float32, torch.float64, torch.int64]
+OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+# One below braid's inline threshold, one well above (queued on its progress thread).
+SIZES = [7, 50_003]
+
+rank = world = None
+gloo = None
+checks = 0
+
+
+def check(condition, what):
+    global checks
+    checks += 1
+    if not condition:
+        raise AssertionError(f"rank {rank}: {what}")
+
+
+def check_equal(got, want, what):
+    check(got.dtype == want.dtype and got.shape == want.shape,
+          f"{what}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}")
+    if not torch.equal(got, want):
+        diff = (got != want).nonzero()
+        first = diff[0].tolist() if len(diff) else None
+        check(False, f"{what}: {len(diff)} elements differ, first at {first}: "
+                     f"got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}")
+    else:
+        check(True, what)
+
+
+def values(n, dtype, salt=0, r=None):
+    """n small integers for rank r (default: this rank), distinct per rank and element."""
+    r = rank if r is None else r
+    base = (torch.arange(n, dtype=torch.int64) * 7 + r * 5 + salt) % 11 - 4  # -4..6
+    return base.to(dtype)
+
+
+def product_values(n, dtype, r=None):
+    """Values for PRODUCT: 1..3, so a product over 4 ranks stays exact (<= 81)."""
+    r = rank if r is None else r
+    return ((torch.arange(n, dtype=torch.int64) + r) % 3 + 1).to(dtype)
+
+
+def inputs_for(op, n, dtype, r=None):
+    return product_values(n, dtype, r) if op == dist.ReduceOp.PRODUCT else values(n, dtype, r=r)
+
+
+def test_all_reduce():
+    for dtype in DTYPES:
+        for op in OPS:
+            for n in SIZES:
+                mine, ref = inputs_for(op, n, dtype), inputs_for(op, n, dtype)
+                work = dist.all_reduce(mine, op=op, async_op=True)
+                fut_value = work.get_future().wait()
+                dist.all_reduce(ref, op=op, group=gloo)
+                check_equal(mine, ref, f"all_reduce {op} {dtype} n={n}")
+                check(len(fut_value) == 1 and fut_value[0].data_ptr() == mine.data_ptr(),
+                      "all_reduce: the future's value is the reduced tensor itself")
+    # AVG (gloo has none): the mean of every rank's inputs.
+    for dtype in (torch.float32, torch.float64):
+        mine = values(1000, dtype)
+        dist.all_reduce(mine, op=dist.ReduceOp.AVG)
+        want = values(1000, dtype)
+        dist.all_reduce(want, group=gloo)
+        want /= world
+        check(torch.allclose(mine, want, rtol=1e-6, atol=1e-6), f"all_reduce AVG {dtype}")
+
+
+def test_all_reduce_coalesced():
+    for dtype in DTYPES:
+        mine = [values(5, dtype), values(300, dtype, salt=1).view(20, 15), values(1, dtype, salt=2)]
+        ref = [t.clone() for t in mine]
+        dist.all_reduce_coalesced(mine)
+        dist.all_reduce_coalesced(ref, group=gloo)
+        for i, (a, b) in enumerate(zip(mine, ref)):
+            check_equal(a, b, f"all_reduce_coalesced {dtype} tensor {i}")
+
+
+def test_broadcast():
+    for dtype in DTYPES:
+        for root in range(world):
+            for n in SIZES:
+                mine, ref = values(n, dtype), values(n, dtype)
+                dist.broadcast(mine, src=root)
+                dist.broadcast(ref, src=root, group=gloo)
+                check_equal(mine, ref, f"broadcast {dtype} root={root} n={n}")
+                check_equal(mine, values(n, dtype, r=root), f"broadcast {dtype} root={root}: the root's values")
+    # Any dtype moves as bytes (gloo refuses bool).
+    flags = (torch.arange(9) % (rank + 2) == 0)
+    dist.broadcast(flags, src=world - 1)
+    check_equal(flags, torch.arange(9) % (world + 1) == 0, "broadcast bool")
+
+
+def test_reduce():
+    for dtype in DTYPES:
+        for op in OPS:
+            root = (OPS.index(op) + DTYPES.index(dtype)) % world
+            mine, ref = inputs_for(op, 1001, dtype), inputs_for(op, 1001, dtype)
+            dist.reduce(mine, dst=root, op=op)
+            dist.reduce(ref, dst=root, op=op, group=gloo)
+            if rank == root:
+                check_equal(mine, ref, f"reduce {op} {dtype} root={root}")
+
+
+def test_all_gather():
+    for dtype in DTYPES:
+        for n in SIZES:
+            mine = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+            ref = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+            work = dist.all_gather(mine, values(n, dtype), async_op=True)
+            fut_value = work.get_future().wait()
+            dist.all_gather(ref, values(n, dtype), group=gloo)
+            for r in range(world):
+                check_equal(mine[r], ref[r], f"all_gather {dtype} n={n} block {r}")
+            check(len(fut_value) == world and all(a.data_ptr() == b.data_ptr() for a, b in zip(fut_value, mine)),
+                  "all_gather: the future's value is the output list")
+        # Into one tensor (gloo lacks it: its list form is the reference); a 2-D input.
+        out = torch.zeros(world * 6, 5, dtype=dtype)
+        dist.all_gather_into_tensor(out, values(30, dtype).view(6, 5))
+        ref = [torch.zeros(6, 5, dtype=dtype) for _ in range(world)]
+        dist.all_gather(ref, values(30, dtype).view(6, 5), group=gloo)
+        check_equal(out, torch.cat(ref), f"all_gather_into_tensor {dtype}")
+    # Complex numbers move as bytes.
+    z = torch.complex(values(4, torch.float32), values(4, torch.float32, salt=3))
+    out = [torch.zeros(4, dtype=torch.complex64) for _ in range(world)]
+    dist.all_gather(out, z)
+    for r in range(world):
+        want = torch.complex(values(4, torch.float32, r=r), values(4, torch.float32, salt=3, r=r))
+        check_equal(out[r], want, f"all_gather complex64 block {r}")
+
+
+def test_reduce_scatter():
+    # gloo has no reduce_scatter in torch 1.13: the reference is gloo's all_reduce
+    # of the whole input, this rank's block of it.
+    for dtype in DTYPES:
+        for op in OPS:
+            n = 1003
+            full = inputs_for(op, world * n, dtype)
+            ref = full.clone()
+            dist.all_reduce(ref, op=op, group=gloo)
+            want = ref[rank * n:(rank + 1) * n]
+            out = torch.zeros(n, dtype=dtype)
+            dist.reduce_scatter(out, list(full.split(n)), op=op)
+            check_equal(out, want, f"reduce_scatter {op} {dtype}")
+            out2 = torch.zeros(n, dtype=dtype)
+            dist.reduce_scatter_tensor(out2, full, op=op)
+            check_equal(out2, want, f"reduce_scatter_tensor {op} {dtype}")
+
+
+def test_all_to_all():
+    for dtype in DTYPES:
+        for n in (3, 20_001):
+            inp = values(world * n, dtype)
+            mine, ref = torch.zeros_like(inp), torch.zeros_like(inp)
+            dist.all_to_all_single(mine, inp)
+            dist.all_to_all_single(ref, inp, group=gloo)
+            check_equal(mine, ref, f"all_to_all_single {dtype} n={n}")
+            # Equal splits given explicitly are fine.
+            again = torch.zeros_like(inp)
+            dist.all_to_all_single(again, inp, [n] * world, [n] * world)
+            check_equal(again, ref, f"all_to_all_single {dtype} n={n} equal splits")
+            # The list form (gloo lacks it): the same blocks.
+            outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+            dist.all_to_all(outs, list(inp.split(n)))
+            check_equal(torch.cat(outs), ref, f"all_to_all list {dtype} n={n}")
+
+
+def test_send_recv():
+    # A ring: each rank sends to the next and receives from the previous,
+    # first through braid, then through gloo, both posted before any wait.
+    for dtype in DTYPES:
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        got, ref = torch.zeros(777, dtype=dtype), torch.zeros(777, dtype=dtype)
+        reqs = [dist.isend(values(777, dtype), nxt), dist.irecv(got, prv)]
+        for req in reqs:
+            req.wait()
+        reqs = [dist.isend(values(777, dtype), nxt, group=gloo), dist.irecv(ref, prv, group=gloo)]
+        for req in reqs:
+            req.wait()
+        check_equal(got, ref, f"send/recv {dtype}")
+        check_equal(got, values(777, dtype, r=prv), f"send/recv {dtype}: the previous rank's values")
+
+
+def test_barrier():
+    # Rank 0 arrives late; no rank may leave before rank 0 arrived.
+    if rank == 0:
+        time.sleep(0.3)
+    arrived = torch.tensor([time.time()], dtype=torch.float64)
+    dist.barrier()
+    left = torch.tensor([time.time()], dtype=torch.float64)
+    stamps = torch.zeros(2 * world, dtype=torch.float64)
+    dist.all_gather_into_tensor(stamps, torch.cat([arrived, left]), group=None)
+    rank0_arrived = stamps[0].item()
+    for r in range(world):
+        check(stamps[2 * r + 1].item() >= rank0_arrived,
+              f"barrier: rank {r} left at {stamps[2 * r + 1].item()}, before rank 0 arrived at {rank0_arrived}")
+
+
+def expect_error(what, fn, needle):
+    try:
+        fn()
+    except RuntimeError as e:
+        check(needle in str(e), f"{what}: the error should say '{needle}': {e}")
+    else:
+        check(False, f"{what}: no error")
+
+
+def test_refusals():
+    # Refused where they are issued, on every rank alike, before any traffic:
+    # the group stays usable.
+    t = torch.ones(world * 2)
+    expect_error("uneven all_to_all splits",
+                 lambda: dist.all_to_all_single(torch.zeros(world * 2), t, [1] * (world - 1) + [world + 1],
+                                                [2] * world), "split sizes")
+    expect_error("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist.ReduceOp.BAND),
+                 "not supported")
+    expect_error("bool all_reduce", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), "dtype Bool")
+    expect_error("non-contiguous output", lambda: dist.all_reduce(torch.ones(4, 4).t()), "contiguous")
+    expect_error("a tag", lambda: dist.send(torch.ones(2), (rank + 1) % world, tag=3), "tag 3")
+    expect_error("the list all_to_all with uneven blocks",
+                 lambda: dist.all_to_all([torch.zeros(r + 1) for r in range(world)],
+                                         [torch.ones(r + 1) for r in range(world)]), "one size")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check_equal(t, torch.full((3,), float(world)), "all_reduce after the refusals")
+
+
+def test_work_wait_timeout():
+    # Rank 0's all_reduce cannot finish until rank 1 joins, which it does only
+    # after rank 0's timed wait expired and said so through the store.
+    store = dist.distributed_c10d._get_default_store()
+    # Above braid's inline threshold (64 KiB): a small collective on an idle
+    # group runs on the caller's thread, inside the issuing call.
+    t = torch.ones(50_000)
+    if rank == 0:
+        work = dist.all_reduce(t, async_op=True)
+        start = time.monotonic()
+        expect_error("Work.wait(timeout)", lambda: work.wait(timeout=timedelta(milliseconds=200)), "timed out")
+        took = time.monotonic() - start
+        check(0.15 < took < 5, f"Work.wait(timeout=200 ms) returned after {took:.3f} s")
+        check(not work.is_completed(), "the timed-out all_reduce is still running")
+        store.set("braid_test_wait_timed_out", "1")
+        work.wait()
+        check(work.is_completed() and work.is_success(), "the all_reduce completed after its peer joined")
+    else:
+        store.wait(["braid_test_wait_timed_out"], timedelta(seconds=60))
+        dist.all_reduce(t)
+    check_equal(t, torch.full((50_000,), float(world)), "all_reduce after a timed-out wait")
+
+
+def test_one_runtime():
+    # The backend and the plain package share one libbraid.so.
+    group = braid.init()
+    x = torch.full((4,), float(rank + 1))
+    group.all_reduce(x, op="sum")
+    check_equal(x, torch.full((4,), float(world * (world + 1) // 2)), "braid.init() beside the backend")
+    with open("/proc/self/maps") as maps:
+        libs = {line.split()[-1] for line in maps if line.rstrip().endswith("libbraid.so")}
+    check(len(libs) == 1, f"one libbraid.so in the process, found {sorted(libs)}")
+
+
+def main():
+    global rank, world, gloo
+    # Under torchrun, braid.init() has no braid store to meet at (torch's own
+    # TCPStore holds MASTER_PORT): the plain-package check is braidrun's.
+    plain = "--no-plain" not in sys.argv[1:]
+    dist.init_process_group("braid")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    check(world == int(os.environ["WORLD_SIZE"]) and world >= 2, f"world size {world}")
+    check(dist.get_backend() == "braid", f"backend {dist.get_backend()}")
+    pg = dist.distributed_c10d._get_default_group()
+    check(isinstance(pg, braid.torch.ProcessGroup) and isinstance(pg, dist.ProcessGroup),
+          f"default group is {type(pg)}")
+    gloo = dist.new_group(backend="gloo")
+    for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
+                 test_reduce_scatter, test_all_to_all, test_send_recv, test_barrier, test_refusals,
+                 test_work_wait_timeout) + ((test_one_runtime,) if plain else ()):
+        test()
+        print(f"rank {rank}: {test.__name__} ok", flush=True)
+    dist.destroy_process_group()
+    print(f"torch collectives ok: rank {rank} of {world} ({checks} checks, transport {pg.transport})", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
