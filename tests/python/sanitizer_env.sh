@@ -9,5 +9,8 @@ case "${BRAID_SANITIZER:-}" in
     ;;
   tsan)
     export LD_PRELOAD=$(gcc -print-file-name=libtsan.so)
+    # torch itself is not instrumented (torch_tsan.supp says why).
+    supp=$(pwd)/tests/python/torch_tsan.supp
+    if [[ -f $supp ]]; then export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$supp"; fi
     ;;
 esac

@@ -2,7 +2,7 @@
 # the same inputs, in one job: the default group is braid's, a second group
 # over the same ranks is gloo's (dist.new_group(backend="gloo")).
 #
-# Inputs are small integers in every dtype, distinct per rank and element, so
+# Inputs are small integers in every dtype, varying with rank and element, so
 # sums, products, minima and maxima are exact in float32, float64 and int64
 # alike and the results must be equal, not close (AVG, a division, is
 # compared within a few ulps). Collectives gloo lacks in torch 1.13
@@ -10,9 +10,12 @@
 # checked against what gloo's own primitives give.
 #
 # Prints "torch collectives ok: rank R of W" at the end; any mismatch raises.
+import gc
 import os
 import sys
 import time
+import warnings
+import weakref
 from datetime import timedelta
 
 import torch
@@ -23,8 +26,12 @@ import braid.torch
 
 DTYPES = [torch.float32, torch.float64, torch.int64]
 OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+OP_NAMES = ["SUM", "PRODUCT", "MIN", "MAX"]  # torch 1.13's ReduceOp prints as an object
 # One below braid's inline threshold, one well above (queued on its progress thread).
 SIZES = [7, 50_003]
+
+# torch 1.13 warns that all_reduce_coalesced and _reduce_scatter_base are on their way out.
+warnings.filterwarnings("ignore", category=UserWarning, module="torch.distributed")
 
 rank = world = None
 gloo = None
@@ -51,7 +58,7 @@ def check_equal(got, want, what):
 
 
 def values(n, dtype, salt=0, r=None):
-    """n small integers for rank r (default: this rank), distinct per rank and element."""
+    """n small integers (-4..6) for rank r (default: this rank), varying with rank and element."""
     r = rank if r is None else r
     base = (torch.arange(n, dtype=torch.int64) * 7 + r * 5 + salt) % 11 - 4  # -4..6
     return base.to(dtype)
@@ -69,13 +76,13 @@ def inputs_for(op, n, dtype, r=None):
 
 def test_all_reduce():
     for dtype in DTYPES:
-        for op in OPS:
+        for op, name in zip(OPS, OP_NAMES):
             for n in SIZES:
                 mine, ref = inputs_for(op, n, dtype), inputs_for(op, n, dtype)
                 work = dist.all_reduce(mine, op=op, async_op=True)
                 fut_value = work.get_future().wait()
                 dist.all_reduce(ref, op=op, group=gloo)
-                check_equal(mine, ref, f"all_reduce {op} {dtype} n={n}")
+                check_equal(mine, ref, f"all_reduce {name} {dtype} n={n}")
                 check(len(fut_value) == 1 and fut_value[0].data_ptr() == mine.data_ptr(),
                       "all_reduce: the future's value is the reduced tensor itself")
     # AVG (gloo has none): the mean of every rank's inputs.
@@ -115,13 +122,13 @@ def test_broadcast():
 
 def test_reduce():
     for dtype in DTYPES:
-        for op in OPS:
-            root = (OPS.index(op) + DTYPES.index(dtype)) % world
+        for i, (op, name) in enumerate(zip(OPS, OP_NAMES)):
+            root = (i + DTYPES.index(dtype)) % world
             mine, ref = inputs_for(op, 1001, dtype), inputs_for(op, 1001, dtype)
             dist.reduce(mine, dst=root, op=op)
             dist.reduce(ref, dst=root, op=op, group=gloo)
             if rank == root:
-                check_equal(mine, ref, f"reduce {op} {dtype} root={root}")
+                check_equal(mine, ref, f"reduce {name} {dtype} root={root}")
 
 
 def test_all_gather():
@@ -155,7 +162,7 @@ def test_reduce_scatter():
     # gloo has no reduce_scatter in torch 1.13: the reference is gloo's all_reduce
     # of the whole input, this rank's block of it.
     for dtype in DTYPES:
-        for op in OPS:
+        for op, name in zip(OPS, OP_NAMES):
             n = 1003
             full = inputs_for(op, world * n, dtype)
             ref = full.clone()
@@ -163,10 +170,10 @@ def test_reduce_scatter():
             want = ref[rank * n:(rank + 1) * n]
             out = torch.zeros(n, dtype=dtype)
             dist.reduce_scatter(out, list(full.split(n)), op=op)
-            check_equal(out, want, f"reduce_scatter {op} {dtype}")
+            check_equal(out, want, f"reduce_scatter {name} {dtype}")
             out2 = torch.zeros(n, dtype=dtype)
             dist.reduce_scatter_tensor(out2, full, op=op)
-            check_equal(out2, want, f"reduce_scatter_tensor {op} {dtype}")
+            check_equal(out2, want, f"reduce_scatter_tensor {name} {dtype}")
 
 
 def test_all_to_all():
@@ -238,6 +245,11 @@ def test_refusals():
                  "not supported")
     expect_error("bool all_reduce", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), "dtype Bool")
     expect_error("non-contiguous output", lambda: dist.all_reduce(torch.ones(4, 4).t()), "contiguous")
+    # torch's Python checks dtypes first; the process group's own method does not.
+    pg = dist.distributed_c10d._get_default_group()
+    expect_error("an output of another dtype",
+                 lambda: pg.allgather([[torch.zeros(3, dtype=torch.float64) for _ in range(world)]], [torch.ones(3)]),
+                 "the input Float")
     expect_error("a tag", lambda: dist.send(torch.ones(2), (rank + 1) % world, tag=3), "tag 3")
     expect_error("the list all_to_all with uneven blocks",
                  lambda: dist.all_to_all([torch.zeros(r + 1) for r in range(world)],
@@ -262,12 +274,53 @@ def test_work_wait_timeout():
         check(0.15 < took < 5, f"Work.wait(timeout=200 ms) returned after {took:.3f} s")
         check(not work.is_completed(), "the timed-out all_reduce is still running")
         store.set("braid_test_wait_timed_out", "1")
-        work.wait()
-        check(work.is_completed() and work.is_success(), "the all_reduce completed after its peer joined")
+        check(work.wait() and work.is_completed(), "the all_reduce completed after its peer joined")
     else:
         store.wait(["braid_test_wait_timed_out"], timedelta(seconds=60))
         dist.all_reduce(t)
     check_equal(t, torch.full((50_000,), float(world)), "all_reduce after a timed-out wait")
+
+
+def test_subgroup():
+    # A second braid group over ranks 1.. (rank 0 not in it), beside the default one.
+    members = list(range(1, world))
+    sub = dist.new_group(ranks=members, backend="braid")
+    if rank in members:
+        check(isinstance(sub, braid.torch.ProcessGroup), f"subgroup is {type(sub)}")
+        for n in SIZES:
+            t = torch.full((n,), float(rank))
+            dist.all_reduce(t, group=sub)
+            check_equal(t, torch.full((n,), float(sum(members))), f"subgroup all_reduce n={n}")
+        t = values(5, torch.int64)
+        dist.broadcast(t, src=members[-1], group=sub)
+        check_equal(t, values(5, torch.int64, r=members[-1]), "subgroup broadcast from its last rank")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check_equal(t, torch.full((3,), float(world)), "the default group after the subgroup's collectives")
+
+
+def test_destroy_with_pending():
+    # A group dropped while its collectives are in flight finishes them first,
+    # Python callbacks on their futures included: the destructor, entered
+    # with the GIL held, must let the completion thread run them.
+    group = dist.new_group(backend="braid")
+    tensors = [values(n, torch.float64, salt=i) for i, n in enumerate((9, 40_000, 3, 70_001))]
+    works = [dist.all_reduce(t, group=group, async_op=True) for t in tensors]
+    called = []
+    chained = [w.get_future().then(lambda fut, i=i: called.append(i) or fut.value()[0].sum().item())
+               for i, w in enumerate(works)]
+    dist.destroy_process_group(group)
+    gone = weakref.ref(group)
+    del group  # the last reference: the destructor drains the queue
+    gc.collect()
+    check(gone() is None, "the dropped group's Python object is gone")
+    for i, (t, work) in enumerate(zip(tensors, works)):
+        check(work.wait(timeout=timedelta(seconds=30)), f"pending all_reduce {i} after the group went")
+        want = values(t.numel(), torch.float64, salt=i)
+        dist.all_reduce(want, group=gloo)
+        check_equal(t, want, f"pending all_reduce {i}")
+        check(chained[i].wait() == want.sum().item(), f"the callback chained on pending all_reduce {i}")
+    check(sorted(called) == [0, 1, 2, 3], f"callbacks run: {called}")
 
 
 def test_one_runtime():
@@ -296,7 +349,8 @@ def main():
     gloo = dist.new_group(backend="gloo")
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_reduce_scatter, test_all_to_all, test_send_recv, test_barrier, test_refusals,
-                 test_work_wait_timeout) + ((test_one_runtime,) if plain else ()):
+                 test_work_wait_timeout, test_subgroup, test_destroy_with_pending) + \
+            ((test_one_runtime,) if plain else ()):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
     dist.destroy_process_group()

@@ -1,0 +1,147 @@
+"""braid for PyTorch: the "braid" torch.distributed backend and a DDP communication hook.
+
+Importing this module registers the backend, so a DDP script switches with one word:
+
+    import braid.torch  # registers "braid"
+    dist.init_process_group("braid")
+
+The backend is a C++ extension (braid/_torch.so, a c10d::ProcessGroup of
+torch 1.13) over braid's C API, the same libbraid.so that the plain package
+loads: one braid runtime per process. It meets the other ranks through the
+store torch gives every backend, so it runs under braidrun, torchrun or any
+init_method. CPU tensors; CUDA tensors are handed to braid's staged path
+(untested here). Errors (a dead peer, a mismatch, a deadline) raise
+RuntimeError with braid's message.
+
+Timeout: init_process_group(timeout=...) sets braid's per-collective
+deadline. Left at torch's default (30 minutes), braid's own knob
+BRAID_TIMEOUT_SEC applies (default 600 s).
+
+For a job that keeps gloo (or nccl) as its process group but wants the
+gradients reduced by braid, `allreduce_hook` is a DDP communication hook:
+
+    ddp.register_comm_hook(braid.init(), braid.torch.allreduce_hook)      # under braidrun
+    ddp.register_comm_hook(dist.new_group(backend="braid"), braid.torch.allreduce_hook)  # anywhere
+"""
+
+import queue
+import threading
+
+import torch
+import torch.distributed as dist  # before _torch: registers c10d's ProcessGroup and Store with pybind11
+
+import braid
+from braid import _torch
+
+__all__ = ["BACKEND", "allreduce_hook", "create_process_group"]
+
+BACKEND = "braid"
+
+ProcessGroup = _torch.BraidProcessGroup
+
+
+def create_process_group(store, rank, world_size, timeout):
+    """The backend creator torch calls (torch 1.13's four-argument form).
+
+    Collective over the group's ranks: every rank calls it with torch's
+    prefix store, its group rank and size and the group's timeout (a
+    timedelta). Blocks until every rank joined or the deadline.
+    """
+    if timeout is None or timeout == dist.default_pg_timeout:
+        seconds = 0.0  # torch's default means "not given": BRAID_TIMEOUT_SEC applies
+    else:
+        seconds = timeout.total_seconds()
+    return _torch.create_process_group(store, rank, world_size, seconds)
+
+
+def _register():
+    # Backend.register_backend refuses a second registration (a reload).
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, create_process_group)
+
+
+_register()
+
+
+class _Completer:
+    """Completes the hook's futures for one braid group, in issue order.
+
+    braid runs a group's collectives in the order they were issued, so one
+    thread waiting on them in that order completes each future as soon as it
+    can. Every wait is bounded by braid's deadline (Work.wait raises
+    braid.Error then), so the thread never blocks forever on a collective.
+    """
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="braid-ddp-hook", daemon=True)
+        self._thread.start()
+
+    def submit(self, work, tensor):
+        """The future of `work`: `tensor` once it is done, or its error."""
+        # torch 1.13's Future.set_exception stores the exception as the value,
+        # which DDP's C++ side then fails to read as a tensor; an exception
+        # raised in a then() callback is a real error of the chained future,
+        # which DDP rethrows with braid's message.
+        raw = torch.futures.Future()
+        self._queue.put((work, raw, tensor))
+        return raw.then(_unwrap)
+
+    def _run(self):
+        while True:
+            work, raw, tensor = self._queue.get()
+            try:
+                work.wait()
+            except BaseException as error:  # braid.Error, or anything else: the future carries it
+                raw.set_result((None, error))
+            else:
+                raw.set_result((tensor, None))
+
+
+def _unwrap(fut):
+    tensor, error = fut.value()
+    if error is not None:
+        raise error
+    return tensor
+
+
+_completers_lock = threading.Lock()
+# id(group) -> (group, completer); the group is kept so its id is not reused.
+_completers = {}
+
+
+def _completer_for(group):
+    with _completers_lock:
+        entry = _completers.get(id(group))
+        if entry is None:
+            entry = (group, _Completer())
+            _completers[id(group)] = entry
+        return entry[1]
+
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: averages each gradient bucket over braid.
+
+    Register it on a DDP model whose process group is gloo or nccl:
+    ``ddp.register_comm_hook(state, braid.torch.allreduce_hook)``, where
+    `state` is
+
+      - a braid Group (from braid.init()), or None for braid.init()'s group:
+        braid meets through its own store (braidrun's, or MASTER_PORT when
+        no PyTorch store holds it: not under torchrun);
+      - a "braid" torch process group, ``dist.new_group(backend="braid")``:
+        braid meets through torch's store, so this works under torchrun too.
+
+    The reduction is issued at once and the returned torch.futures.Future
+    completes with the averaged bucket (in place), from a background thread;
+    a braid failure sets the future's exception, which DDP raises.
+    """
+    tensor = bucket.buffer()
+    if isinstance(state, ProcessGroup):
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.AVG
+        # The backend's own completion thread completes the work's future.
+        return state.allreduce([tensor], opts).get_future().then(lambda fut: fut.value()[0])
+    group = state if state is not None else braid.init()  # init() returns the same group again
+    work = group.all_reduce(tensor, op="avg", async_op=True)
+    return _completer_for(group).submit(work, tensor)
