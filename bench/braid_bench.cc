@@ -583,7 +583,8 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& h
   const auto [kind, count] = KindAndCount(options_.collective, step.counts, comm_.size());
   CallOptions call;
   call.algorithm = algorithm;
-  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, call));
+  const bool huge_pages = step.in.storage()->huge_pages() && step.out.storage()->huge_pages();
+  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, huge_pages, call));
   row->algorithm_used = AlgorithmName(used);
   const bool in_place = HasInPlace();
 

@@ -15,6 +15,15 @@
 namespace braid {
 namespace {
 
+// Every buffer a collective reads or writes (either may be null) is braid's
+// huge-page memory (the selector's `huge_pages`).
+bool HugePages(const Tensor* in, const Tensor* out) {
+  for (const Tensor* t : {in, out}) {
+    if (t != nullptr && t->defined() && !t->storage()->huge_pages()) return false;
+  }
+  return true;
+}
+
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle (a "
                "communicator's own inline_bytes option wins).");
@@ -136,9 +145,10 @@ Algorithm Communicator::Resolve(Algorithm requested) const {
   return requested;
 }
 
-absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype,
+absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool huge_pages,
                                                      const CallOptions& call) const {
-  absl::StatusOr<Algorithm> algorithm = selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm));
+  absl::StatusOr<Algorithm> algorithm =
+      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), huge_pages);
   if (!algorithm.ok()) return Annotate(algorithm.status(), absl::StrCat("rank ", rank_));
   return algorithm;
 }
@@ -164,7 +174,7 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const CallOptions& call) {
   BRAID_ASSIGN_OR_RETURN(const Algorithm algorithm,
-                         AlgorithmFor(request.kind, request.count, request.dtype, call));
+                         AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
   Task task;
   {
     MutexLock lock(&mu_);

@@ -119,8 +119,8 @@ class Communicator {
 
   // What a `kind` collective of `count` elements of `dtype` would run under
   // `call` (count as CollectiveArgs has it): the selector's answer after the
-  // precedence above. For tests and benchmarks.
-  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype,
+  // precedence above; huge_pages as Selector::Select has it. For tests and benchmarks.
+  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool huge_pages,
                                          const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }

@@ -111,8 +111,14 @@ Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm
   return bytes <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
 }
 
+Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const {
+  const Algorithm chosen = SelectAllReduce(count, element_size, requested);
+  const bool left_to_braid = requested == Algorithm::kAuto || requested == Algorithm::kDirect;
+  return chosen == Algorithm::kPeerAccess && left_to_braid && !huge_pages ? Algorithm::kWindow : chosen;
+}
+
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
-                                           Algorithm requested) const {
+                                           Algorithm requested, bool huge_pages) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
   if (caps_.device_memory_only) return Algorithm::kNative;
   if (kind == CollectiveKind::kAllReduce) {
@@ -123,7 +129,7 @@ absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, si
           absl::StrCat(AlgorithmName(requested), " is not an all-reduce algorithm"));
     }
     if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
-    return SelectAllReduce(count, element_size, requested);
+    return SelectAllReduce(count, element_size, requested, huge_pages);
   }
   const bool has_peer_path = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather ||
                              kind == CollectiveKind::kAllToAll;

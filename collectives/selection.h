@@ -103,9 +103,14 @@ class Selector {
   // What a `kind` collective of `count` elements of `element_size` bytes
   // runs (count as CollectiveArgs has it: per rank's block for
   // reduce-scatter, all-gather and all-to-all) when `requested`.
+  // `huge_pages`: every buffer is braid's huge-page memory
+  // (Storage::huge_pages); on the caller's 4 KiB pages an all-reduce left
+  // to auto takes the window instead of peer access, which pins every page
+  // it reads (bench/RESULTS.md, "Caller memory"). Programs run the same code
+  // on every rank, so every rank's buffers are alike and so is the choice.
   // kUnimplemented when the request needs what the transport lacks.
-  absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size,
-                                   Algorithm requested) const;
+  absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size, Algorithm requested,
+                                   bool huge_pages = true) const;
 
   WindowPlan window_plan() const {
     return {thresholds_.window_whole_round_bytes, thresholds_.stream_output_bytes};
@@ -114,6 +119,7 @@ class Selector {
 
  private:
   Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested) const;
+  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const;
   // "direct" for this transport and size.
   Algorithm ResolveDirect(size_t count, size_t element_size) const;
 

@@ -57,6 +57,8 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, true));
 }
 
+bool Storage::huge_pages() const { return owning_ && !pinned_ && device_.is_cpu() && nbytes_ >= kHugePage; }
+
 absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocatePinned(size_t nbytes) {
 #ifdef BRAID_WITH_CUDA
   void* data = nullptr;

@@ -52,6 +52,10 @@ class Storage {
   Device device() const { return device_; }
   bool owning() const { return owning_; }
   bool pinned() const { return pinned_; }
+  // Host memory braid allocated on 2 MiB boundaries and advised to the
+  // kernel as huge pages (Allocate, from 2 MiB up): what peer access reads
+  // fastest (process_vm_readv pins a huge page at a time, not 4 KiB).
+  bool huge_pages() const;
 
  private:
   Storage(std::byte* data, size_t nbytes, Device device, bool owning, bool pinned = false)

@@ -68,6 +68,28 @@ TEST_CASE("Selector: direct over shm is peer-access from a 32 KiB slice per rank
   CHECK(eager.window_plan().whole_round_bytes == SelectionThresholds{}.window_whole_round_bytes);
 }
 
+TEST_CASE("Selector: on the caller's 4 KiB pages, auto takes the window where it would take peer access",
+          "[selection]") {
+  const Selector peers(Caps(kUntuned, 2, true, true));
+  const size_t big = size_t{16} << 20;  // float elements: 64 MiB
+  auto pick = [&](Algorithm requested, bool huge_pages) {
+    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested, huge_pages);
+    REQUIRE(picked.ok());
+    return *picked;
+  };
+  CHECK(pick(Algorithm::kAuto, true) == Algorithm::kPeerAccess);
+  CHECK(pick(Algorithm::kAuto, false) == Algorithm::kWindow);
+  CHECK(pick(Algorithm::kDirect, false) == Algorithm::kWindow);
+  // Asked for by name, peer access runs on any memory; other choices stand.
+  CHECK(pick(Algorithm::kPeerAccess, false) == Algorithm::kPeerAccess);
+  CHECK(pick(Algorithm::kRing, false) == Algorithm::kRing);
+  // The tuned shm rows (peer access at large sizes) give way too.
+  const Selector shm(Caps("shm", 2, true, true));
+  absl::StatusOr<Algorithm> tuned = shm.Select(CollectiveKind::kAllReduce, big, 4, Algorithm::kAuto, false);
+  REQUIRE(tuned.ok());
+  CHECK(*tuned != Algorithm::kPeerAccess);
+}
+
 TEST_CASE("Selector: what a transport lacks is a clear error, never a silent substitute", "[selection]") {
   const Selector tcp(Caps("tcp", 2, false, false));
   for (Algorithm a : {Algorithm::kWindow, Algorithm::kPeerAccess, Algorithm::kNative}) {
