@@ -21,7 +21,9 @@ import braid.torch  # noqa: F401
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=20)
 parser.add_argument("--rounds", type=int, default=3)
-parser.add_argument("--batch", type=int, default=32)
+parser.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+parser.add_argument("--models", default="tutorial,mlp")
+parser.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True for both")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
@@ -30,8 +32,8 @@ rank, size = dist.get_rank(), dist.get_world_size()
 groups = {"gloo": dist.group.WORLD, "braid": dist.new_group(backend="braid")}
 
 MODELS = {
-    "tutorial (0.5M)": lambda: nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Linear(512, 10)),
-    "MLP (29M)": lambda: nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+    "tutorial": lambda: nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Linear(512, 10)),
+    "mlp": lambda: nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                                        nn.Linear(4096, 1024)),
 }
 
@@ -54,12 +56,14 @@ def step_time(ddp, x, y, opt, no_sync):
 
 
 rows = []
-for model_name, make in MODELS.items():
+for model_name in args.models.split(","):
+    make = MODELS[model_name]
     torch.manual_seed(0)
     ddps = {}
     for name, pg in groups.items():
         model = make()
-        ddps[name] = (DDP(model, process_group=pg), torch.optim.SGD(model.parameters(), lr=1e-3))
+        ddp = DDP(model, process_group=pg, gradient_as_bucket_view=args.bucket_view)
+        ddps[name] = (ddp, torch.optim.SGD(model.parameters(), lr=1e-3))
     inputs = model[0].in_features
     outputs = model[-1].out_features
     x = torch.randn(args.batch, inputs)
@@ -78,7 +82,7 @@ for model_name, make in MODELS.items():
 
 if rank == 0:
     print(f"\n{size} ranks, batch {args.batch} per rank, {args.steps} steps x {args.rounds} rounds (median), "
-          f"torch {torch.__version__}")
+          f"gradient_as_bucket_view={args.bucket_view}, torch {torch.__version__}")
     print("| model | backend | synced ms/step | no_sync ms/step | synced / no_sync |")
     print("|---|---|---:|---:|---:|")
     for model_name, name, synced, local in rows:
