@@ -173,8 +173,9 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 }
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const CallOptions& call) {
-  BRAID_ASSIGN_OR_RETURN(const Algorithm algorithm,
-                         AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
+  BRAID_ASSIGN_OR_RETURN(
+      const Algorithm algorithm,
+      AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
   Task task;
   {
     MutexLock lock(&mu_);

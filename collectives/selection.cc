@@ -97,9 +97,7 @@ Algorithm Selector::ResolveDirect(size_t count, size_t element_size) const {
   return Algorithm::kWindow;
 }
 
-Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested) const {
-  if (requested == Algorithm::kDirect) return ResolveDirect(count, element_size);
-  if (requested != Algorithm::kAuto) return requested;
+Algorithm Selector::AutoAllReduce(size_t count, size_t element_size) const {
   const size_t bytes = count * element_size;
   for (const auto& [max_bytes, algorithm] : tuned_) {
     if (max_bytes == 0 || bytes <= max_bytes) {
@@ -112,9 +110,10 @@ Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm
 }
 
 Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const {
-  const Algorithm chosen = SelectAllReduce(count, element_size, requested);
-  const bool left_to_braid = requested == Algorithm::kAuto || requested == Algorithm::kDirect;
-  return chosen == Algorithm::kPeerAccess && left_to_braid && !huge_pages ? Algorithm::kWindow : chosen;
+  if (requested != Algorithm::kAuto && requested != Algorithm::kDirect) return requested;  // asked for by name
+  const Algorithm chosen =
+      requested == Algorithm::kDirect ? ResolveDirect(count, element_size) : AutoAllReduce(count, element_size);
+  return chosen == Algorithm::kPeerAccess && !huge_pages ? Algorithm::kWindow : chosen;
 }
 
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,

@@ -118,8 +118,9 @@ class Selector {
   const TransportCaps& caps() const { return caps_; }
 
  private:
-  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested) const;
   Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const;
+  // auto: the tuned table's row, else the built-in rule.
+  Algorithm AutoAllReduce(size_t count, size_t element_size) const;
   // "direct" for this transport and size.
   Algorithm ResolveDirect(size_t count, size_t element_size) const;
 

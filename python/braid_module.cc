@@ -68,6 +68,18 @@ void Check(braid_status code) {
   if (code != BRAID_OK) Raise(code, braid_last_error());
 }
 
+// Runs `call` (C API calls that may wait for peers) without the GIL, so the
+// process's other Python threads go on; raises braid.Error on failure.
+template <typename Call>
+void CheckWithoutGil(Call call) {
+  braid_status status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  Check(status);  // braid_last_error() is this thread's: the GIL does not change it
+}
+
 // An array borrowed through DLPack for as long as braid uses it. Destroyed
 // with the GIL held (the producer's deleter may touch Python objects).
 class Borrowed {
@@ -183,14 +195,7 @@ class Work {
   // or (code DEADLINE_EXCEEDED) when `timeout` seconds pass first.
   py::object Wait(py::object timeout) {
     const double seconds = timeout.is_none() ? -1.0 : timeout.cast<double>();
-    braid_status status;
-    std::string message;
-    {
-      py::gil_scoped_release release;
-      status = braid_work_wait(work_, seconds);
-      if (status != BRAID_OK) message = braid_last_error();
-    }
-    if (status != BRAID_OK) Raise(status, message);
+    CheckWithoutGil([&] { return braid_work_wait(work_, seconds); });
     return result_;
   }
 
@@ -218,14 +223,7 @@ class Group {
       name = transport.cast<std::string>();
       options.transport = name.c_str();
     }
-    braid_status status;
-    std::string message;
-    {
-      py::gil_scoped_release release;
-      status = braid_group_create(&options, &group_);
-      if (status != BRAID_OK) message = braid_last_error();
-    }
-    if (status != BRAID_OK) Raise(status, message);
+    CheckWithoutGil([&] { return braid_group_create(&options, &group_); });
   }
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -254,15 +252,8 @@ class Group {
   template <typename Call>
   py::object Run(std::vector<Borrowed> arrays, py::object result, bool async_op, Call call) {
     braid_group* group = get();
-    braid_status status;
-    std::string message;
     braid_work* work = nullptr;
-    {
-      py::gil_scoped_release release;
-      status = call(group, arrays, async_op ? &work : nullptr);
-      if (status != BRAID_OK) message = braid_last_error();
-    }
-    if (status != BRAID_OK) Raise(status, message);
+    CheckWithoutGil([&] { return call(group, arrays, async_op ? &work : nullptr); });
     if (!async_op) return result;
     return py::cast(std::make_unique<Work>(work, std::move(arrays), std::move(result)));
   }
@@ -301,40 +292,24 @@ class Reducer {
     options.first_bucket_mb = first_bucket_mb;
     options.find_unused_parameters = find_unused_parameters ? 1 : 0;
     braid_group* g = group_->get();
-    braid_status status;
-    std::string message;
-    {
-      py::gil_scoped_release release;
-      status = braid_reducer_create(g, buffers.data(), static_cast<int>(buffers.size()), &options, &reducer_);
-      if (status != BRAID_OK) message = braid_last_error();
-    }
-    if (status != BRAID_OK) Raise(status, message);
+    CheckWithoutGil([&] {
+      return braid_reducer_create(g, buffers.data(), static_cast<int>(buffers.size()), &options, &reducer_);
+    });
   }
   ~Reducer() {
     py::gil_scoped_release release;
     braid_reducer_destroy(reducer_);
   }
 
-  void Prepare() { Call(braid_reducer_prepare); }
+  void Prepare() { CheckWithoutGil([&] { return braid_reducer_prepare(reducer_); }); }
   void MarkReady(int index) {
     Check(braid_reducer_mark_ready(reducer_, index));  // cheap: a copy into the bucket
   }
-  void Finalize() { Call(braid_reducer_finalize); }
+  void Finalize() { CheckWithoutGil([&] { return braid_reducer_finalize(reducer_); }); }
   void NoSyncBegin() { Check(braid_reducer_no_sync_begin(reducer_)); }
   void NoSyncEnd() { Check(braid_reducer_no_sync_end(reducer_)); }
 
  private:
-  void Call(braid_status (*fn)(braid_reducer*)) {
-    braid_status status;
-    std::string message;
-    {
-      py::gil_scoped_release release;
-      status = fn(reducer_);
-      if (status != BRAID_OK) message = braid_last_error();
-    }
-    if (status != BRAID_OK) Raise(status, message);
-  }
-
   std::shared_ptr<Group> group_;  // outlives the reducer
   std::vector<Borrowed> grads_;
   braid_reducer* reducer_ = nullptr;
@@ -458,14 +433,9 @@ PYBIND11_MODULE(_braid, m) {
               buffers.push_back(borrowed.back().buffer());
             }
             braid_group* group = g.get();
-            braid_status status;
-            std::string message;
-            {
-              py::gil_scoped_release release;
-              status = braid_broadcast_buffers(group, buffers.data(), static_cast<int>(buffers.size()), src);
-              if (status != BRAID_OK) message = braid_last_error();
-            }
-            if (status != BRAID_OK) Raise(status, message);
+            CheckWithoutGil([&] {
+              return braid_broadcast_buffers(group, buffers.data(), static_cast<int>(buffers.size()), src);
+            });
           },
           py::arg("arrays"), py::arg("src") = 0);
 
