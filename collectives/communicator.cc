@@ -11,6 +11,9 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "collectives/algorithms.h"
+#include "collectives/pairwise.h"
+#include "collectives/run_algorithm.h"
+#include "collectives/transport/subset_bootstrap.h"
 
 namespace braid {
 namespace {
@@ -43,18 +46,6 @@ absl::Span<std::byte> Bytes(const Tensor& t) {
   return absl::MakeSpan(static_cast<std::byte*>(t.data()), t.nbytes());
 }
 
-TransportCaps CapsOf(Transport& transport) {
-  TransportCaps caps;
-  caps.name = transport.name();
-  caps.size = transport.size();
-  SharedWindows* windows = transport.shared_windows();
-  caps.shared_windows = windows != nullptr;
-  caps.peer_access = windows != nullptr && windows->CanAccessPeers();
-  caps.native = transport.native_collectives() != nullptr;
-  caps.device_memory_only = transport.device_memory_only();
-  return caps;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_ptr<Transport> transport,
@@ -75,17 +66,46 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_p
     inline_bytes = static_cast<size_t>(std::max<int64_t>(0, bytes));
   }
   BRAID_ASSIGN_OR_RETURN(AgreementChecks checks, AgreementChecksFromEnv());
+  BRAID_ASSIGN_OR_RETURN(HostLayout layout, GatherLayout(*transport, options, DeadlineIn(timeout)));
   return std::unique_ptr<Communicator>(
-      new Communicator(std::move(transport), options, timeout, env_algorithm, inline_bytes, checks));
+      new Communicator(std::move(transport), options, timeout, env_algorithm, inline_bytes, checks, std::move(layout)));
+}
+
+absl::StatusOr<HostLayout> Communicator::GatherLayout(Transport& transport, const CommunicatorOptions& options,
+                                                      Deadline deadline) {
+  const std::string mine = options.host_name.empty() ? HostName() : options.host_name;
+  // Outsiders have no group; a group of device memory (nccl) stays on one
+  // level; a group of one is its own host.
+  if (transport.rank() < 0 || transport.device_memory_only() || transport.size() == 1) {
+    return MakeHostLayout(std::vector<std::string>(static_cast<size_t>(std::max(transport.size(), 0)), mine));
+  }
+  std::vector<int> everyone(static_cast<size_t>(transport.size()));
+  for (int r = 0; r < transport.size(); ++r) everyone[r] = r;
+  SubsetBootstrap bootstrap(transport, std::move(everyone), /*seq=*/0);
+  absl::StatusOr<std::vector<std::string>> hosts = bootstrap.AllGather(mine, deadline);
+  if (!hosts.ok()) return Annotate(hosts.status(), absl::StrCat("rank ", transport.rank(), ": the group's host names"));
+  return MakeHostLayout(*hosts);
+}
+
+TransportCaps Communicator::CapsFor(Transport& transport, const HostLayout& layout,
+                                    const CommunicatorOptions& options) {
+  TransportCaps caps = CapsOf(transport);
+  caps.hosts = std::max(layout.hosts(), 1);
+  caps.min_per_host = std::max(layout.min_per_host(), 1);
+  caps.max_per_host = std::max(layout.max_per_host(), 1);
+  caps.subgroups = options.subgroup_transport != nullptr && !transport.device_memory_only();
+  return caps;
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
-                           Algorithm env_algorithm, size_t inline_bytes, AgreementChecks checks)
+                           Algorithm env_algorithm, size_t inline_bytes, AgreementChecks checks, HostLayout layout)
     : transport_(std::move(transport)),
       native_(transport_->native_collectives()),
       rank_(transport_->rank()),
       size_(transport_->size()),
       transport_name_(transport_->name()),
+      name_(options.name.empty() ? "world" : options.name),
+      layout_(std::move(layout)),
       device_memory_only_(transport_->device_memory_only()),
       options_(options),
       timeout_(timeout),
@@ -93,10 +113,11 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       inline_bytes_(inline_bytes),
       checks_(checks),
       native_check_(native_ != nullptr ? absl::StrCat("native ", native_->native_name()) : ""),
-      selector_(CapsOf(*transport_), options.thresholds),
+      selector_(CapsFor(*transport_, layout_, options), options.thresholds),
       staging_(rank_, transport_name_),
-      flight_(rank_, size_, transport_name_),
-      timeline_(Timeline::FromEnv(rank_, size_, transport_name_)) {
+      flight_(rank_, size_, transport_name_, 0, name_),
+      timeline_(Timeline::FromEnv(rank_, size_,
+                                  name_ == "world" ? transport_name_ : absl::StrCat(transport_name_, ", group ", name_))) {
   progress_ = std::thread([this] { ProgressLoop(); });
 }
 
@@ -132,7 +153,7 @@ void Communicator::Abort(const absl::Status& cause) {
     task.work->Finish(failure);
   }
   if (abort_transport_here) {
-    transport_->Abort(failure);  // tells the peers
+    AbortTransports(failure);  // tells the peers
     MutexLock lock(&mu_);
     busy_ = false;
     progress_wakeup_.Signal();
@@ -173,6 +194,10 @@ absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) c
 }
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const CallOptions& call) {
+  if (rank_ < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(request.kind), " on group '", name_,
+                                                      "': this rank is not a member of it"));
+  }
   BRAID_ASSIGN_OR_RETURN(
       const Algorithm algorithm,
       AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
@@ -197,6 +222,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.algorithm = algorithm;
     task.peer = request.kind == CollectiveKind::kSendRecv ? request.root : -1;
     task.bytes = request.bytes;
+    task.split = request.split;
     task.queued = timeline_ ? absl::Now() : absl::Time();
     task.inline_run = request.may_inline && request.bytes <= inline_bytes_ && !busy_ && queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
@@ -260,40 +286,31 @@ absl::Status Communicator::DispatchNative(const Task& task, const Tensor& in, co
 }
 
 absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Tensor& out) {
+  if (task.args.kind == CollectiveKind::kSplit) return DispatchSplit(task);
   if (task.algorithm == Algorithm::kNative) return DispatchNative(task, in, out);
-  Transport& t = *transport_;
-  const CollectiveArgs& args = task.args;
-  const auto input = ConstBytes(in);
-  const auto output = Bytes(out);
-  switch (task.algorithm) {
-    case Algorithm::kRing:
-      if (args.kind == CollectiveKind::kReduceScatter) return RingReduceScatter(t, args, input, output, scratch_);
-      if (args.kind == CollectiveKind::kAllGather) return RingAllGather(t, args, input, output);
-      return RingAllReduce(t, args, input, output, scratch_);
-    case Algorithm::kTree: return TreeAllReduce(t, args, input, output, scratch_);
-    case Algorithm::kRhd: return RhdAllReduce(t, args, input, output, scratch_);
-    case Algorithm::kOneShot: return OneShotAllReduce(t, args, input, output, scratch_);
-    case Algorithm::kWindow:
-      return WindowAllReduce(t, *t.shared_windows(), args, input, output, selector_.window_plan());
-    case Algorithm::kPeerAccess:
-      switch (args.kind) {
-        case CollectiveKind::kReduceScatter:
-          return PeerReduceScatter(t, *t.shared_windows(), args, input, output, scratch_);
-        case CollectiveKind::kAllGather: return PeerAllGather(t, *t.shared_windows(), args, input, output);
-        case CollectiveKind::kAllToAll: return PeerAllToAll(t, *t.shared_windows(), args, input, output);
-        default:
-          return PeerAllReduce(t, *t.shared_windows(), args, input, output, scratch_, selector_.window_plan());
-      }
-    case Algorithm::kChain:
-      if (args.kind == CollectiveKind::kBroadcast) return ChainBroadcast(t, args, output);
-      return ChainReduce(t, args, input, output, scratch_);
-    case Algorithm::kPairwise: return PairwiseAllToAll(t, args, input, output);
-    case Algorithm::kDissemination: return DisseminationBarrier(t, args);
-    case Algorithm::kP2p:
-      return in.defined() ? SendTo(t, args, task.peer, input) : RecvFrom(t, args, task.peer, output);
+  if (task.algorithm == Algorithm::kHierarchical) return DispatchHierarchical(task, in, out);
+  if (task.algorithm == Algorithm::kP2p) {
+    return in.defined() ? SendTo(*transport_, task.args, task.peer, ConstBytes(in))
+                        : RecvFrom(*transport_, task.args, task.peer, Bytes(out));
+  }
+  return RunAlgorithm(*transport_, task.algorithm, task.args, ConstBytes(in), Bytes(out), scratch_,
+                      selector_.window_plan());
+}
+
+absl::Status Communicator::DispatchHierarchical(const Task& task, const Tensor& in, const Tensor& out) {
+  if (!levels_) {
+    BRAID_ASSIGN_OR_RETURN(levels_, HostLevels::Create(*transport_, layout_, options_.subgroup_transport,
+                                                       task.args.seq, task.args.deadline, options_.thresholds));
+  }
+  switch (task.args.kind) {
+    case CollectiveKind::kAllReduce: return levels_->AllReduce(task.args, ConstBytes(in), Bytes(out), scratch_);
+    case CollectiveKind::kReduceScatter:
+      return levels_->ReduceScatter(task.args, ConstBytes(in), Bytes(out), scratch_);
+    case CollectiveKind::kAllGather: return levels_->AllGather(task.args, ConstBytes(in), Bytes(out), scratch_);
+    case CollectiveKind::kBroadcast: return levels_->Broadcast(task.args, Bytes(out), scratch_);
     default: break;
   }
-  return absl::InternalError(absl::StrCat("no ", AlgorithmName(task.algorithm), " ", CollectiveKindName(args.kind)));
+  return absl::InternalError(absl::StrCat("no hierarchical ", CollectiveKindName(task.args.kind)));
 }
 
 void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
@@ -329,7 +346,7 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
       abort_transport = failure_;
     }
   }
-  if (!abort_transport.ok()) transport_->Abort(abort_transport);
+  if (!abort_transport.ok()) AbortTransports(abort_transport);
   if (task.inline_run) {
     task.work->FinishUnshared(std::move(status));
   } else {
@@ -358,6 +375,11 @@ void Communicator::ProgressLoop() {
   }
 }
 
+void Communicator::AbortTransports(const absl::Status& cause) {
+  transport_->Abort(cause);
+  if (levels_) levels_->Abort(cause);
+}
+
 void Communicator::ReleaseTransport() {
   absl::Status abort_transport;
   {
@@ -370,7 +392,7 @@ void Communicator::ReleaseTransport() {
     transport_aborted_ = true;
     abort_transport = failure_;
   }
-  transport_->Abort(abort_transport);
+  AbortTransports(abort_transport);
   MutexLock lock(&mu_);
   busy_ = false;
   if (!queue_.empty()) progress_wakeup_.Signal();

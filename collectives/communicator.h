@@ -45,6 +45,8 @@
 #include "absl/types/optional.h"
 #include "collectives/agreement.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/group_layout.h"
+#include "collectives/hierarchical.h"
 #include "collectives/host_staging.h"
 #include "collectives/scratch.h"
 #include "collectives/selection.h"
@@ -67,6 +69,16 @@ struct CommunicatorOptions {
   absl::optional<size_t> inline_bytes;
   // Where one algorithm starts to beat another (tests shrink them).
   SelectionThresholds thresholds;
+  // The group's name in logs, the flight recorder and the timeline
+  // (empty: "world"; Split names its subgroups).
+  std::string name;
+  // How subgroups get their transports (Split, NewGroup and the
+  // hierarchical collectives' levels); a process group passes the
+  // registry's. Null: no subgroups, no hierarchical.
+  SubgroupTransportFactory subgroup_transport;
+  // This rank's host, as the host layout sees it (empty: gethostname).
+  // Tests name "hosts" on one machine.
+  std::string host_name;
 };
 
 // Per-call overrides.
@@ -113,6 +125,31 @@ class Communicator {
   absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
   absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
 
+  // Subgroups (split.cc). COLLECTIVE over this communicator, ordered with
+  // its other collectives: every rank calls it; blocks until the subgroup is
+  // up or the deadline. The ranks of one `color` form a communicator ordered
+  // by (key, rank), as MPI_Comm_split; a negative color joins none and gets
+  // a communicator whose every call fails kFailedPrecondition. The subgroup
+  // has its own sequence numbers, deadlines, flight recorder and timeline,
+  // named `name` (empty: "<parent>.<color>"). Its transport comes from the
+  // engine's own split (mpi, nccl) or, over this communicator's transport,
+  // from CommunicatorOptions::subgroup_transport; a subgroup of ranks on one
+  // host takes shared memory where the factory offers it.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key, std::string name = "",
+                                                      CallOptions call = {});
+  // The subgroup of `ranks` (this communicator's, in the new order), as
+  // torch's new_group: every rank calls it with the same list (a clear error
+  // otherwise); ranks outside it get a communicator that refuses every call,
+  // naming the group.
+  absl::StatusOr<std::unique_ptr<Communicator>> NewGroup(std::vector<int> ranks, std::string name = "",
+                                                         CallOptions call = {});
+  // The group's name ("world" for a process group's own).
+  const std::string& name() const { return name_; }
+  // Whether this rank belongs to the group (false: NewGroup's outsiders).
+  bool member() const { return rank_ >= 0; }
+  // Where the group's ranks run (from every rank's host name, at Create).
+  const HostLayout& host_layout() const { return layout_; }
+
   // Fails everything queued and later with `cause` and tells the peers (at
   // once when idle; else as soon as the running collective ends). Any thread.
   void Abort(const absl::Status& cause);
@@ -130,6 +167,12 @@ class Communicator {
   Timeline* timeline() const { return timeline_.get(); }
 
  private:
+  // A split as it travels to the progress thread and back.
+  struct SplitJob {
+    SplitRequest request;
+    SplitPlan plan;                       // filled by the progress thread
+    std::unique_ptr<Transport> transport;  // the subgroup's, when this rank has one
+  };
   // One collective as a public call describes it, before it is queued.
   struct Request {
     CollectiveKind kind = CollectiveKind::kNone;
@@ -145,6 +188,7 @@ class Communicator {
     // nothing, a send writes nothing).
     const Tensor* in = nullptr;
     const Tensor* out = nullptr;
+    std::shared_ptr<SplitJob> split;  // kSplit only
   };
   struct Task {
     WorkHandle work;
@@ -157,10 +201,26 @@ class Communicator {
     size_t bytes = 0;
     absl::Time queued;
     bool inline_run = false;  // runs on the caller's thread, recorded running when queued
+    std::shared_ptr<SplitJob> split;  // kSplit only
   };
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
-               Algorithm env_algorithm, size_t inline_bytes, AgreementChecks checks);
+               Algorithm env_algorithm, size_t inline_bytes, AgreementChecks checks, HostLayout layout);
+  // Every rank's host over `transport` (collective): the layout.
+  static absl::StatusOr<HostLayout> GatherLayout(Transport& transport, const CommunicatorOptions& options,
+                                                 Deadline deadline);
+  // The selector's view: the transport's capabilities, the layout, subgroups.
+  static TransportCaps CapsFor(Transport& transport, const HostLayout& layout, const CommunicatorOptions& options);
+  // Queues `job` as a kSplit collective and waits for it (split.cc).
+  absl::StatusOr<std::unique_ptr<Communicator>> RunSplitJob(std::shared_ptr<SplitJob> job, std::string name,
+                                                            const CallOptions& call);
+  // The progress thread's half of a split: the colors' all-gather, then the
+  // subgroup's transport.
+  absl::Status DispatchSplit(const Task& task);
+  absl::Status DispatchHierarchical(const Task& task, const Tensor& in, const Tensor& out);
+  // Aborts the transport and, once built, the hierarchical levels (by the
+  // thread that holds busy_).
+  void AbortTransports(const absl::Status& cause);
   // Picks the algorithm, then queues the collective, or runs it at once on
   // the calling thread when it is small and nothing else is queued or
   // running: a hand-off to the progress thread costs more than a small
@@ -187,6 +247,8 @@ class Communicator {
   const int rank_;
   const int size_;
   const std::string transport_name_;
+  const std::string name_;
+  const HostLayout layout_;
   // Payloads are device memory and only native collectives run (nccl).
   const bool device_memory_only_;
   const CommunicatorOptions options_;
@@ -198,6 +260,9 @@ class Communicator {
   const std::string native_check_;
   const Selector selector_;
   Scratch scratch_;  // the running task only
+  // The hierarchical collectives' intra- and inter-host transports, built by
+  // the first one (the running task only).
+  std::unique_ptr<HostLevels> levels_;
   HostStaging staging_;  // the running task only
 
   absl::Mutex mu_;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/deadline.h"
@@ -139,8 +140,8 @@ const char* FlightStateName(FlightRecorder::State state) {
   return "?";
 }
 
-FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t capacity)
-    : rank_(rank), size_(size), transport_(std::move(transport)) {
+FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t capacity, std::string group)
+    : rank_(rank), size_(size), transport_(std::move(transport)), group_(std::move(group)) {
   if (capacity == 0) {
     absl::StatusOr<int64_t> entries = kEntriesKnob.Int();
     capacity = entries.ok() && *entries > 0 ? static_cast<size_t>(*entries) : 256;
@@ -211,7 +212,8 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
 
 std::string FlightRecorder::ToJson(const std::string& why) const {
   std::string json = absl::StrCat("{\"rank\": ", rank_, ", \"size\": ", size_, ", \"transport\": ", Json(transport_),
-                                  ", \"why\": ", Json(why), ", \"time_us\": ", absl::ToUnixMicros(absl::Now()),
+                                  ", \"group\": ", Json(group_), ", \"why\": ", Json(why),
+                                  ", \"time_us\": ", absl::ToUnixMicros(absl::Now()),
                                   ", \"pid\": ", getpid(), ", \"entries\": [");
   bool first = true;
   for (const Entry& e : Snapshot()) {
@@ -242,7 +244,12 @@ absl::StatusOr<std::string> FlightRecorder::Dump(const std::string& why) const {
       return ErrnoStatus(errno, absl::StrCat("flight recorder: mkdir ", partial));
     }
   }
-  const std::string path = absl::StrCat(dir, "/rank", rank_, ".json");
+  std::string file = group_;
+  for (char& c : file) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_') c = '_';
+  }
+  const std::string path =
+      absl::StrCat(dir, "/rank", rank_, group_ == "world" ? "" : absl::StrCat(".", file), ".json");
   const std::string temp = absl::StrCat(path, ".tmp", getpid());
   const std::string json = ToJson(why);
   {

@@ -53,8 +53,9 @@ class FlightRecorder {
     std::string error;
   };
 
-  // capacity 0: BRAID_FLIGHT_ENTRIES.
-  FlightRecorder(int rank, int size, std::string transport, size_t capacity = 0);
+  // capacity 0: BRAID_FLIGHT_ENTRIES. `group`: which communicator ("world",
+  // or a subgroup's name): its dump is rank<R>.<group>.json.
+  FlightRecorder(int rank, int size, std::string transport, size_t capacity = 0, std::string group = "world");
   ~FlightRecorder();  // stops answering SIGUSR1 for this recorder
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -70,8 +71,8 @@ class FlightRecorder {
   std::vector<Entry> Snapshot() const;
   // This rank's dump as JSON: rank, size, transport, why, time, entries.
   std::string ToJson(const std::string& why) const;
-  // Writes ToJson(why) to <dir>/rank<R>.json (atomically: temp file, rename)
-  // and returns the path.
+  // Writes ToJson(why) to <dir>/rank<R>.json (rank<R>.<group>.json for a
+  // subgroup; atomically: temp file, rename) and returns the path.
   absl::StatusOr<std::string> Dump(const std::string& why) const;
   static std::string DumpDir();
 
@@ -81,6 +82,7 @@ class FlightRecorder {
   const int rank_;
   const int size_;
   const std::string transport_;
+  const std::string group_;
   mutable LightMutex mu_;
   std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;   // where the next entry goes

@@ -21,7 +21,8 @@ constexpr TunedRange kTunedRanges[] = {
 
 constexpr Algorithm kRequestable[] = {Algorithm::kAuto,   Algorithm::kRing,       Algorithm::kTree,
                                       Algorithm::kRhd,    Algorithm::kOneShot,    Algorithm::kWindow,
-                                      Algorithm::kPeerAccess, Algorithm::kDirect, Algorithm::kNative};
+                                      Algorithm::kPeerAccess, Algorithm::kDirect, Algorithm::kNative,
+                                      Algorithm::kHierarchical};
 
 // Whether the transport has what `algorithm` needs.
 bool Available(Algorithm algorithm, const TransportCaps& caps) {
@@ -29,13 +30,17 @@ bool Available(Algorithm algorithm, const TransportCaps& caps) {
     case Algorithm::kWindow: return caps.shared_windows;
     case Algorithm::kPeerAccess: return caps.peer_access;
     case Algorithm::kNative: return caps.native;
+    case Algorithm::kHierarchical: return caps.subgroups;
     default: return true;
   }
 }
 
 absl::Status Missing(Algorithm algorithm, CollectiveKind kind, const TransportCaps& caps) {
-  const char* needs = algorithm == Algorithm::kNative     ? "a transport with its own collectives (mpi)"
+  const char* needs = algorithm == Algorithm::kNative ? "a transport with its own collectives (mpi)"
                       : algorithm == Algorithm::kWindow ? "shared windows (shm)"
+                      : algorithm == Algorithm::kHierarchical
+                          ? "a communicator that can make subgroups (a process group's, or one created with a "
+                            "subgroup transport factory)"
                                                         : "ranks that can reach each other's memory (shm, where "
                                                           "cross-memory attach is allowed)";
   return absl::UnimplementedError(absl::StrCat(AlgorithmName(algorithm), " ", CollectiveKindName(kind), " needs ",
@@ -59,6 +64,7 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
     case Algorithm::kP2p: return "p2p";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return "invalid";
 }
@@ -70,7 +76,7 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown algorithm \"", name,
                                                  "\" (expected auto, ring, tree, rhd, one-shot, window, "
-                                                 "peer-access, direct or native)"));
+                                                 "peer-access, direct, native or hierarchical)"));
 }
 
 Selector::Selector(TransportCaps caps, SelectionThresholds thresholds)
@@ -81,7 +87,7 @@ Selector::Selector(TransportCaps caps, SelectionThresholds thresholds)
     // A table naming an algorithm this build or transport lacks is ignored,
     // never half-used.
     if (!algorithm.ok() || *algorithm == Algorithm::kAuto || !Available(*algorithm, caps_) ||
-        *algorithm == Algorithm::kNative) {
+        *algorithm == Algorithm::kNative || *algorithm == Algorithm::kHierarchical) {
       tuned_.clear();
       break;
     }
@@ -109,7 +115,19 @@ Algorithm Selector::AutoAllReduce(size_t count, size_t element_size) const {
   return bytes <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
 }
 
+bool Selector::Hierarchical(CollectiveKind kind, size_t bytes, Algorithm requested) const {
+  if (!caps_.subgroups) return false;
+  const bool needs_even = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
+  if (needs_even && caps_.min_per_host != caps_.max_per_host) return false;
+  if (requested == Algorithm::kHierarchical) return true;
+  // Auto: only where some host has several ranks, across hosts, and the
+  // bytes saved on the links outweigh the extra intra-host steps.
+  return requested == Algorithm::kAuto && caps_.hosts > 1 && caps_.max_per_host > 1 &&
+         bytes >= thresholds_.hierarchical_min_bytes;
+}
+
 Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const {
+  if (Hierarchical(CollectiveKind::kAllReduce, count * element_size, requested)) return Algorithm::kHierarchical;
   if (requested != Algorithm::kAuto && requested != Algorithm::kDirect) return requested;  // asked for by name
   const Algorithm chosen =
       requested == Algorithm::kDirect ? ResolveDirect(count, element_size) : AutoAllReduce(count, element_size);
@@ -119,6 +137,7 @@ Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
                                            Algorithm requested, bool huge_pages) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
+  if (kind == CollectiveKind::kSplit) return Algorithm::kRing;
   if (caps_.device_memory_only) return Algorithm::kNative;
   if (kind == CollectiveKind::kAllReduce) {
     bool requestable = false;
@@ -135,6 +154,15 @@ absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, si
   if (requested == Algorithm::kNative || (requested == Algorithm::kPeerAccess && has_peer_path)) {
     if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
     return requested;
+  }
+  const bool has_hierarchical = has_peer_path || kind == CollectiveKind::kBroadcast;
+  if (requested == Algorithm::kHierarchical && has_hierarchical && !Available(requested, caps_)) {
+    return Missing(requested, kind, caps_);
+  }
+  if (has_hierarchical && kind != CollectiveKind::kAllToAll) {
+    // A rank's whole buffer: the blocks of every rank for reduce-scatter and all-gather.
+    const size_t per_rank = kind == CollectiveKind::kBroadcast ? 1 : static_cast<size_t>(caps_.size);
+    if (Hierarchical(kind, count * element_size * per_rank, requested)) return Algorithm::kHierarchical;
   }
   const bool peer_copies = caps_.peer_access && count * element_size >= thresholds_.peer_access_min_slice_bytes;
   switch (kind) {

@@ -15,6 +15,12 @@
 //   broadcast, reduce   chain, native
 //   barrier         dissemination, native
 //   send / recv     p2p
+//   split           ring (the colors' all-gather; then the subgroup's own set-up)
+// hierarchical (all-reduce, reduce-scatter, all-gather, broadcast): an
+// intra-host step over the ranks of each host and an inter-host step among
+// the ranks of one local index (hierarchical.h). It needs a communicator that
+// can make subgroups (TransportCaps::subgroups); reduce-scatter and
+// all-gather need as many ranks on every host (braid's choice otherwise).
 // "direct" is an alias the caller (and the table) may give for all-reduce:
 // peer-access where the ranks can reach each other's memory and each rank's
 // slice is large enough, else window where there are windows, else
@@ -52,10 +58,11 @@ enum class Algorithm : uint8_t {
   kPairwise,
   kDissemination,
   kP2p,
+  kHierarchical,
 };
 const char* AlgorithmName(Algorithm algorithm);
 // Accepts the names a caller may request: auto, ring, tree, rhd, one-shot,
-// window, peer-access, direct, native.
+// window, peer-access, direct, native, hierarchical.
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
 
 // The sizes that shape a window all-reduce, from the selector.
@@ -78,6 +85,12 @@ struct TransportCaps {
   bool peer_access = false;  // implies shared_windows
   bool native = false;       // the engine's own collectives
   bool device_memory_only = false;  // nccl: native only
+  // Where the group's ranks run (the communicator's host layout).
+  int hosts = 1;
+  int min_per_host = 1;
+  int max_per_host = 1;
+  // The communicator can build subgroups' transports (hierarchical).
+  bool subgroups = false;
 };
 
 // The sizes at which one path beats another (bench/RESULTS.md, "Where the
@@ -92,6 +105,9 @@ struct SelectionThresholds {
   // WindowPlan's: whole rounds up to this size, streamed outputs from that.
   size_t window_whole_round_bytes = size_t{16} << 10;
   size_t stream_output_bytes = size_t{16} << 20;
+  // Across hosts with several ranks each, hierarchical from this many bytes
+  // (per rank's buffer) under auto.
+  size_t hierarchical_min_bytes = size_t{64} << 10;
 };
 
 class Selector {
@@ -123,6 +139,9 @@ class Selector {
   Algorithm AutoAllReduce(size_t count, size_t element_size) const;
   // "direct" for this transport and size.
   Algorithm ResolveDirect(size_t count, size_t element_size) const;
+  // Whether a `kind` collective of `bytes` (a rank's whole buffer) runs
+  // hierarchical when `requested` (kAuto or kHierarchical).
+  bool Hierarchical(CollectiveKind kind, size_t bytes, Algorithm requested) const;
 
   TransportCaps caps_;
   SelectionThresholds thresholds_;

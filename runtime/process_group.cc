@@ -114,8 +114,16 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Transport> link,
                          CreateTransport(options.transport, bootstrap, deadline, settings));
   options.communicator.timeout = timeout_;
-  comm_options_ = options.communicator;
   auto_transport_ = IsAutoTransport(options.transport);
+  // Subgroups (and hierarchical collectives' levels) over the same
+  // transports: shared memory for ranks of one host when the choice was
+  // auto's, else the group's own. mpi and nccl split natively instead.
+  options.communicator.subgroup_transport = [settings, forced = auto_transport_ ? std::string() : std::string(link->name())](
+                                                Bootstrap& bootstrap, Deadline deadline, bool same_host) {
+    const std::string name = !forced.empty() ? forced : same_host ? "shm" : "tcp";
+    return FindTransport(name)->create(bootstrap, deadline, settings);
+  };
+  comm_options_ = options.communicator;
   BRAID_ASSIGN_OR_RETURN(comm_, Communicator::Create(std::move(link), options.communicator));
   // Everyone has read every bootstrap key: rank 0 may take the store down.
   BRAID_RETURN_IF_ERROR(store_->Add(kDoneKey, 1).status());

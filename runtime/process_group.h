@@ -32,6 +32,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -84,6 +86,15 @@ class ProcessGroup {
   // Whether CUDA tensors go to an NCCL communicator (false before the first
   // CommFor of a CUDA device, and after a fallback to host staging).
   bool has_device_comm();
+  // Subgroups of comm() (Communicator::Split and NewGroup; collective):
+  // over shared memory for ranks of one host when the transport was auto's
+  // choice, else over the group's own transport (mpi: MPI_Comm_split).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key, std::string name = "") {
+    return comm_->Split(color, key, std::move(name));
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> NewGroup(std::vector<int> ranks, std::string name = "") {
+    return comm_->NewGroup(std::move(ranks), std::move(name));
+  }
   // This job's namespace in the store, for the caller's own keys.
   Store& store() { return *store_; }
 

@@ -21,6 +21,7 @@ const char* CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kSendRecv: return "sendrecv";
     case CollectiveKind::kHandshake: return "handshake";
     case CollectiveKind::kCrossCheck: return "crosscheck";
+    case CollectiveKind::kSplit: return "split";
   }
   return "unknown";
 }

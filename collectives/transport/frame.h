@@ -33,6 +33,7 @@ enum class CollectiveKind : uint8_t {
   kSendRecv = 8,
   kHandshake = 9,
   kCrossCheck = 10,  // BRAID_DEBUG=detail: every rank's next collective, before it runs
+  kSplit = 11,       // a subgroup's making: colors and keys, then its transport's bootstrap
 };
 const char* CollectiveKindName(CollectiveKind kind);
 

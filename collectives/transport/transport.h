@@ -33,11 +33,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/deadline.h"
 #include "collectives/transport/frame.h"
@@ -140,6 +142,15 @@ class Transport {
   // True when payloads are device (CUDA) memory and only the engine's own
   // collectives can run (nccl): braid's algorithms reduce on the host.
   virtual bool device_memory_only() const { return false; }
+  // The engine's own split (MPI_Comm_split, ncclCommSplit): collective over
+  // every rank of this group, each with its color (negative: in no
+  // subgroup, which gets nullptr) and key (the order within its subgroup,
+  // ties by rank). kUnimplemented where the engine has none: the
+  // communicator then builds the subgroup's transport over a SubsetBootstrap.
+  virtual absl::StatusOr<std::unique_ptr<Transport>> Split(int color, int key, Deadline deadline) {
+    (void)color, (void)key, (void)deadline;
+    return absl::UnimplementedError(absl::StrCat(name(), " has no split of its own"));
+  }
 
  protected:
   Transport(int rank, int size) : rank_(rank), size_(size) {}

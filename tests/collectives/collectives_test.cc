@@ -89,12 +89,7 @@ TEST_CASE("Collectives: large all-reduce results are bit-identical on every rank
             return absl::InternalError(absl::StrCat("element ", i, " is ", p[i], ", expected about ", sum));
           }
         }
-        uint64_t hash = 0;
-        for (size_t i = 0; i < count; ++i) {
-          uint32_t bits;
-          std::memcpy(&bits, &p[i], 4);
-          hash = Mix(hash ^ bits);
-        }
+        const uint64_t hash = HashBits(p, count);
         BRAID_ASSIGN_OR_RETURN(auto hashes, context.AllGather(std::to_string(hash)));
         for (const std::string& other : hashes) {
           if (other != hashes[0]) return absl::InternalError("ranks ended with different bits");

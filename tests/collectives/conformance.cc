@@ -16,6 +16,16 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
+uint64_t HashBits(const float* data, size_t count) {
+  uint64_t hash = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, 4);
+    hash = Mix(hash ^ bits);
+  }
+  return hash;
+}
+
 namespace {
 
 std::vector<size_t> Sizes(int n) {
@@ -65,6 +75,8 @@ absl::Status RunConformance(Communicator& comm, Deadline deadline, const Conform
   std::vector<Algorithm> others = {Algorithm::kAuto};
   if (runs(CollectiveKind::kReduceScatter, Algorithm::kPeerAccess)) others.push_back(Algorithm::kPeerAccess);
   if (options.native_others) others.push_back(Algorithm::kNative);
+  // Where the communicator makes subgroups: the hierarchical paths too.
+  if (runs(CollectiveKind::kBroadcast, Algorithm::kHierarchical)) others.push_back(Algorithm::kHierarchical);
   for (Algorithm other : others) {
     suite.others = other;
     BRAID_RETURN_IF_ERROR(EveryCollective<float>(suite, /*all_ops=*/true, options));

@@ -28,6 +28,8 @@ namespace braid::testing {
 bool FullMatrix();
 // A 64-bit mixing function (data that is not a simple pattern).
 uint64_t Mix(uint64_t x);
+// A digest of `count` floats' bits (ranks compare results bit for bit).
+uint64_t HashBits(const float* data, size_t count);
 
 // Rank `rank`'s element `i` for an op: small integers for floats (sums and
 // products stay exact in every float type), the full range for integers (so
@@ -279,7 +281,8 @@ struct ConformanceOptions {
   // The all-reduce algorithms to check, each against the same reference;
   // those the transport cannot run (window, peer-access off shm) are skipped.
   std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing,    Algorithm::kTree,   Algorithm::kRhd,
-                                                 Algorithm::kOneShot, Algorithm::kWindow, Algorithm::kPeerAccess};
+                                                 Algorithm::kOneShot, Algorithm::kWindow, Algorithm::kPeerAccess,
+                                                 Algorithm::kHierarchical};
   // Also run every other collective natively (the transport's engine), after braid's.
   bool native_others = false;
   // Where the calls' tensors live (Suite::device): a CUDA device checks host

@@ -43,10 +43,36 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Create(Bootstrap& bo
     return absl::InvalidArgumentError(absl::StrCat(who, ": inline_bytes ", options.inline_bytes, " is too large"));
   }
   BRAID_ASSIGN_OR_RETURN(MPI_Comm comm, DuplicateWorld(deadline, who));
-  std::unique_ptr<MpiTransport> transport(new MpiTransport(world_rank, world_size, comm, options));
+  return Over(comm, options, who);
+}
+
+absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::Over(MPI_Comm comm, MpiTransportOptions options,
+                                                                 const std::string& who) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::unique_ptr<MpiTransport> transport(new MpiTransport(rank, size, comm, options));
   BRAID_RETURN_IF_ERROR(Annotate(transport->CreateUserOps(), who));
   BRAID_RETURN_IF_ERROR(Annotate(transport->PostAbortReceive(), who));
   return transport;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> MpiTransport::Split(int color, int key, Deadline deadline) {
+  (void)deadline;  // MPI_Comm_split blocks; see the header
+  const std::string who = absl::StrCat("rank ", rank(), ": mpi transport split (color ", color, ")");
+  if (!aborted_.ok()) return absl::FailedPreconditionError(absl::StrCat(who, ": ", aborted_.message()));
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &comm);
+  if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(who, ": MPI_Comm_split: ", MpiErrorText(rc)));
+  if (comm == MPI_COMM_NULL) return std::unique_ptr<Transport>();
+  rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) {
+    MPI_Comm_free(&comm);
+    return absl::InternalError(absl::StrCat(who, ": MPI_Comm_set_errhandler: ", MpiErrorText(rc)));
+  }
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<MpiTransport> split, Over(comm, options_, who));
+  return std::unique_ptr<Transport>(std::move(split));
 }
 
 MpiTransport::MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options)

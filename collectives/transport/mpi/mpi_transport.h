@@ -85,6 +85,11 @@ class MpiTransport final : public Transport, public NativeCollectives {
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   void Abort(const absl::Status& cause) override;
   NativeCollectives* native_collectives() override { return this; }
+  // MPI_Comm_split of this transport's communicator. It is blocking (MPI 3
+  // has no nonblocking split): the communicator calls it only after every
+  // rank's color arrived in a deadline-bounded all-gather, so every rank is
+  // known to be in it.
+  absl::StatusOr<std::unique_ptr<Transport>> Split(int color, int key, Deadline deadline) override;
 
   const char* native_name() const override { return "MPI"; }
   absl::Status NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
@@ -124,6 +129,9 @@ class MpiTransport final : public Transport, public NativeCollectives {
   };
 
   MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOptions options);
+  // A transport over `comm` (owned from here on): its user ops and abort receive.
+  static absl::StatusOr<std::unique_ptr<MpiTransport>> Over(MPI_Comm comm, MpiTransportOptions options,
+                                                            const std::string& who);
   absl::Status CheckPeer(int peer) const;
   absl::Status PostAbortReceive();
   // One MPI_Testsome over everything pending, then the state machines.

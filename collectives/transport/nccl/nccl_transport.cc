@@ -137,12 +137,42 @@ NcclTransport::NcclTransport(int rank, int size, int device, NcclTransportOption
       nccl_avg_(nccl_avg),
       scratch_bytes_(std::max(kScratchBytes, static_cast<size_t>(size) * sizeof(FrameHeader))) {}
 
-absl::Status NcclTransport::Init(const ncclUniqueId& id, Deadline deadline) {
+absl::Status NcclTransport::Prepare() {
   BRAID_RETURN_IF_ERROR(MakeCurrent());
   BRAID_RETURN_IF_ERROR(CudaError(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   BRAID_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"));
   BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&device_scratch_, scratch_bytes_), "cudaMalloc"));
-  BRAID_RETURN_IF_ERROR(CudaError(cudaMallocHost(&host_scratch_, scratch_bytes_), "cudaMallocHost"));
+  return CudaError(cudaMallocHost(&host_scratch_, scratch_bytes_), "cudaMallocHost");
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color, int key, Deadline deadline) {
+  BRAID_RETURN_IF_ERROR(MakeCurrent());
+  if (!aborted_.ok()) return absl::FailedPreconditionError(std::string(aborted_.message()));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t child = nullptr;
+  ncclResult_t result = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return absl::Status(CodeOf(result), absl::StrCat("rank ", rank(), ": ncclCommSplit: ", ncclGetErrorString(result)));
+  }
+  if (child == nullptr) return std::unique_ptr<Transport>();
+  // The child's rank and size are known once the split completes.
+  std::unique_ptr<NcclTransport> split(new NcclTransport(0, 1, device_, options_, nccl_avg_));
+  split->comm_ = child;
+  BRAID_RETURN_IF_ERROR(split->Issued(ncclInProgress, "ncclCommSplit", deadline));
+  int rank = 0;
+  int size = 1;
+  ncclCommUserRank(child, &rank);
+  ncclCommCount(child, &size);
+  split->comm_ = nullptr;  // moved into a transport that knows its rank and size
+  std::unique_ptr<NcclTransport> transport(new NcclTransport(rank, size, device_, options_, nccl_avg_));
+  transport->comm_ = child;
+  BRAID_RETURN_IF_ERROR(transport->Prepare());
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+absl::Status NcclTransport::Init(const ncclUniqueId& id, Deadline deadline) {
+  BRAID_RETURN_IF_ERROR(Prepare());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so that init (and every later call) can honour a deadline
   const ncclResult_t result = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);

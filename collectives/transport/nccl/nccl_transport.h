@@ -92,6 +92,9 @@ class NcclTransport final : public Transport, public NativeCollectives {
   ~NcclTransport() override;
 
   const char* name() const override { return "nccl"; }
+  // ncclCommSplit (non-blocking, polled against `deadline`); the subgroup's
+  // transport runs on the same GPU with its own stream and scratch.
+  absl::StatusOr<std::unique_ptr<Transport>> Split(int color, int key, Deadline deadline) override;
   int device() const { return device_; }
 
   // Payloads are device memory on device().
@@ -137,6 +140,8 @@ class NcclTransport final : public Transport, public NativeCollectives {
 
   NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg);
   absl::Status Init(const ncclUniqueId& id, Deadline deadline);
+  // The stream, event and scratch every communicator of this transport needs.
+  absl::Status Prepare();
   absl::Status MakeCurrent() const;
   absl::Status CheckUsable() const;
   // Turns an NCCL call's result into a Status; ncclInProgress (non-blocking

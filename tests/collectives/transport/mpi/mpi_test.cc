@@ -77,6 +77,17 @@ TEST_CASE("MPI: the conformance suite over the mpi transport, ring/tree/rhd/nati
   }
 }
 
+TEST_CASE("MPI: subgroups by MPI_Comm_split and the hierarchical path over MPI-split levels pass the suite",
+          "[mpi][subgroups]") {
+  for (int n : {3, 4}) {
+    const ProcessExit exit =
+        Mpirun(n, {Runfile("tests/collectives/transport/mpi/mpi_worker"), "split"}, absl::StrCat("split_", n));
+    INFO(n << " ranks: " << Dump(exit));
+    CHECK(exit.code == 0);
+    for (int r = 0; r < n; ++r) CHECK(Verdict(exit.out, r, "split") == "OK");
+  }
+}
+
 TEST_CASE("MPI: ranks that disagree on the count all get a clear error (braid's ring and native)", "[mpi]") {
   for (const char* algorithm : {"ring", "native"}) {
     const ProcessExit exit =

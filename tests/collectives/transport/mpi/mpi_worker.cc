@@ -159,6 +159,26 @@ absl::Status Group() {
   return absl::OkStatus();
 }
 
+// Subgroups by MPI_Comm_split, and the hierarchical path with its levels
+// split by MPI, over two "hosts" named by parity.
+absl::Status SplitGroups(Deadline deadline) {
+  ProcessGroupOptions options;
+  const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  options.communicator.host_name = absl::StrCat("host", world_rank != nullptr ? std::atoi(world_rank) % 2 : 0);
+  options.communicator.thresholds.hierarchical_min_bytes = 0;
+  BRAID_ASSIGN_OR_RETURN(auto group, InitFromEnv(options));
+  BRAID_ASSIGN_OR_RETURN(auto half, group->Split(group->rank() % 2, group->rank()));
+  if (std::string(half->transport_name()) != "mpi" || half->rank() != group->rank() / 2) {
+    return absl::InternalError(absl::StrCat("subgroup rank ", half->rank(), " over ", half->transport_name()));
+  }
+  ConformanceOptions native;
+  native.native_others = true;
+  BRAID_RETURN_IF_ERROR(Annotate(RunConformance(*half, deadline, native), "subgroup"));
+  BRAID_RETURN_IF_ERROR(Annotate(RunConformance(group->comm(), deadline), "hierarchical"));
+  BRAID_ASSIGN_OR_RETURN(WorkHandle barrier, group->comm().Barrier());
+  return barrier->Wait(deadline);
+}
+
 int Main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   // The full matrix (tools/test_matrix.sh) runs 1 MiB sizes of every dtype
@@ -173,8 +193,10 @@ int Main(int argc, char** argv) {
     status = MissingRank(deadline, ParseOrRing(argc > 2 ? argv[2] : nullptr));
   } else if (mode == "group") {
     status = Group();
+  } else if (mode == "split") {
+    status = SplitGroups(deadline);
   } else {
-    std::fprintf(stderr, "usage: mpi_worker conformance|mismatch [ring|native]|deadline [ring|native]|group\n");
+    std::fprintf(stderr, "usage: mpi_worker conformance|mismatch [ring|native]|deadline [ring|native]|group|split\n");
     return 2;
   }
   const int rank = UnderMpirun() ? std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) : -1;
@@ -183,7 +205,7 @@ int Main(int argc, char** argv) {
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
   // Errors are the point of mismatch and deadline; the test reads them.
-  return mode == "conformance" || mode == "group" ? (status.ok() ? 0 : 1) : 0;
+  return mode == "conformance" || mode == "group" || mode == "split" ? (status.ok() ? 0 : 1) : 0;
 }
 
 }  // namespace
