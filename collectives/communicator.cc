@@ -32,8 +32,9 @@ BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "communicator's own inline_bytes option wins).");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
                "All-reduce algorithm: auto, ring, tree, rhd, one-shot, window (shm), peer-access (shm), direct (the "
-               "best of the last three for the transport) or native (every collective as the transport's engine's "
-               "own call: mpi). A communicator's or a call's own choice wins.");
+               "best of the last three for the transport), native (every collective as the transport's engine's "
+               "own call: mpi) or hierarchical (within each host, then across hosts; also reduce-scatter, "
+               "all-gather and broadcast). A communicator's or a call's own choice wins.");
 
 constexpr size_t kDefaultInlineBytes = size_t{64} << 10;
 

@@ -2,7 +2,10 @@
 """Reads every rank's flight-recorder dump and names the rank that is behind,
 stuck or diverged.
 
-    tools/flight_analyze.py DIR      # DIR holds rank<R>.json (BRAID_FLIGHT_DIR)
+    tools/flight_analyze.py DIR [GROUP]   # DIR holds rank<R>.json (BRAID_FLIGHT_DIR)
+
+GROUP (default "world") picks one communicator's dumps: a subgroup's are
+rank<R>.<group>.json, its ranks numbered within the subgroup.
 
 Each dump (collectives/flight_recorder.h) lists a rank's last collectives:
 seq, op, count, dtype, reduce op, root, state and times. Findings, most
@@ -26,9 +29,10 @@ def signature(e):
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    group = argv[2] if len(argv) == 3 else "world"
     paths = sorted(glob.glob(os.path.join(argv[1], "rank*.json")))
     if not paths:
         print(f"flight_analyze: no rank*.json in {argv[1]}", file=sys.stderr)
@@ -37,7 +41,11 @@ def main(argv):
     for path in paths:
         with open(path) as f:
             d = json.load(f)
-        dumps[d["rank"]] = d
+        if d.get("group", "world") == group:
+            dumps[d["rank"]] = d
+    if not dumps:
+        print(f"flight_analyze: no dump of group {group} in {argv[1]}", file=sys.stderr)
+        return 2
     size = max(d["size"] for d in dumps.values())
     # Collectives only: point-to-point calls carry seq 0.
     seqs = {r: {e["seq"]: e for e in d["entries"] if e["seq"] > 0} for r, d in dumps.items()}
