@@ -11,6 +11,9 @@
 #define BRAID_BASE_ENV_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,13 @@ class EnvKnob {
 
 // Every knob linked into this binary, sorted by name.
 std::vector<const EnvKnob*> AllEnvKnobs();
+
+// Reads one environment variable (nullopt when unset), so that code which
+// reads many of them (a scheduler's) can be tested with a map instead of
+// setenv. ProcessEnv() reads this process's environment; MapEnv a fixed map.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+EnvLookup ProcessEnv();
+EnvLookup MapEnv(std::map<std::string, std::string> values);
 
 }  // namespace braid
 

@@ -32,9 +32,6 @@ extern char** environ;
 namespace braid {
 namespace {
 
-BRAID_ENV_KNOB(kStopGraceKnob, "BRAID_STOP_GRACE_SEC", "5",
-               "braidrun: seconds between SIGTERM and SIGKILL when it stops a worker group.");
-
 constexpr int kDefaultMasterPort = 29500;
 constexpr char kShutdownPrefix[] = "shutdown: ";
 // How long a failure waits for its peers' exits, to report the cause first.
@@ -368,17 +365,12 @@ void Agent::Report(const RendezvousResult& members) {
 }
 
 int Agent::Run() {
-  absl::StatusOr<UniqueFd> signal_fd = WorkerGroup::BlockSignals();
+  absl::StatusOr<UniqueFd> signal_fd = WorkerGroup::BlockSignals(o_.signals_to_handle);
   if (!signal_fd.ok()) {
     Say(std::string(signal_fd.status().message()));
     return 1;
   }
   signal_fd_ = std::move(*signal_fd);
-  absl::StatusOr<absl::Duration> grace = kStopGraceKnob.Seconds();
-  if (!grace.ok()) {
-    Say(std::string(grace.status().message()));
-    return 2;
-  }
   host_ = HostName();
   run_id_ = o_.standalone ? RandomId() : o_.rdzv_id;
   if (o_.log_dir.empty()) {
@@ -456,10 +448,11 @@ int Agent::Run() {
       break;
     }
     if (outcome == Outcome::kSignal) {
-      Say(absl::StrCat("received SIG", sigabbrev_np(signal_), ": stopping the workers"));
+      Say(absl::StrCat("received SIG", sigabbrev_np(signal_), ": forwarding it to the workers (SIGKILL after ",
+                       absl::FormatDuration(o_.shutdown_timeout), ", --shutdown-timeout)"));
       (void)rdzv_->RequestRestart(members->round, absl::StrCat(kShutdownPrefix, "the agent on ", host_,
                                                                " received SIG", sigabbrev_np(signal_)));
-      (*group)->Stop(signal_, *grace);
+      (*group)->Stop(signal_, o_.shutdown_timeout);
       exit_code = 128 + signal_;
       break;
     }
@@ -470,7 +463,7 @@ int Agent::Run() {
           members->round, absl::StrCat("rank ", first.global_rank, " failed: ", first.how));
       stop_reason_ = reason.ok() ? *reason : std::string(reason.status().message());
     }
-    std::vector<WorkerExit> stopped = (*group)->Stop(SIGTERM, *grace);
+    std::vector<WorkerExit> stopped = (*group)->Stop(SIGTERM, o_.shutdown_timeout);
     for (const WorkerExit& exit : stopped) {
       if (exit.succeeded() || exit.stopped_by_agent) continue;
       local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,

@@ -4,8 +4,9 @@
 // reports the first failure when restarts run out.
 //
 // Exit codes: 0 when every local worker succeeded; 1 when the job failed (the
-// report is on stderr); 128+signal when braidrun itself was stopped by
-// SIGINT, SIGTERM or SIGHUP (which it forwards to every worker first).
+// report is on stderr); 128+signal when braidrun itself was stopped by a
+// signal of --signals-to-handle, which it forwarded to every worker first
+// (SIGKILL for those still running --shutdown-timeout later).
 #ifndef BRAID_LAUNCHER_AGENT_H_
 #define BRAID_LAUNCHER_AGENT_H_
 

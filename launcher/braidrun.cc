@@ -25,5 +25,6 @@ int main(int argc, char** argv) {
     std::fputs(braid::PrintEnvText().c_str(), stdout);
     return 0;
   }
+  for (const std::string& note : options->notes) std::fprintf(stderr, "braidrun: note: %s\n", note.c_str());
   return braid::RunAgent(*options);
 }

@@ -10,8 +10,14 @@
 // what is wrong; braidrun prints it and exits 2, as argparse does. Every check
 // that needs no other process is made here, so that braidrun refuses a bad
 // command line before it prints or starts anything.
+//
+// Defaults come, lowest first, from braidrun itself, from a Slurm step
+// (launcher/slurm_defaults.h), from torchrun's PET_<FLAG> variables (as a
+// Kubeflow PyTorchJob sets them), and the command line wins over all.
 #ifndef BRAID_LAUNCHER_OPTIONS_H_
 #define BRAID_LAUNCHER_OPTIONS_H_
+
+#include <signal.h>
 
 #include <cstdint>
 #include <map>
@@ -20,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 
 namespace braid {
 
@@ -48,6 +55,10 @@ struct LaunchOptions {
   int is_host = -1;  // --rdzv-conf is_host: -1 decide by address
   bool standalone = false;
   int max_restarts = 0;
+  // Forwarded to every worker (then the job stops), as torchrun's default.
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  // Between the signal that stops the workers and SIGKILL.
+  absl::Duration shutdown_timeout = absl::Seconds(5);
   absl::Duration monitor_interval = absl::Milliseconds(100);
   std::string master_addr;  // empty: node 0's address (127.0.0.1 on one node)
   int master_port = -1;  // -1: a free port (single node) or 29500 (multi-node static)
@@ -65,12 +76,15 @@ struct LaunchOptions {
   std::vector<std::string> program_args;
   bool help = false;
   bool print_env = false;  // --print-env: list braid's environment knobs and exit
+  std::vector<std::string> notes;  // one line each for braidrun to print (an environment it ignored, and why)
 };
 
-// Parses argv[1..] (without the program name). --help sets `help`, and
-// --print-env `print_env`; either stops parsing there and skips the checks
-// that need a program.
-absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args);
+// Parses argv[1..] (without the program name), with PET_* and SLURM_* read
+// through `env`. --help sets `help`, and --print-env `print_env`; either
+// stops parsing there and skips the environment and the checks that need a
+// program. A malformed PET_* value is an error naming the variable.
+absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args,
+                                                 const EnvLookup& env = ProcessEnv());
 
 // What -h prints: every flag, one paragraph each.
 std::string LaunchHelpText();

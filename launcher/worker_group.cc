@@ -119,10 +119,11 @@ std::string WorkerExit::Describe() const {
   return absl::StrCat("wait status ", wait_status);
 }
 
-absl::StatusOr<UniqueFd> WorkerGroup::BlockSignals() {
+absl::StatusOr<UniqueFd> WorkerGroup::BlockSignals(const std::vector<int>& forwarded) {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  for (int sig : forwarded) sigaddset(&set, sig);
   if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return absl::InternalError("pthread_sigmask failed");
   UniqueFd fd(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!fd.valid()) return ErrnoStatus(errno, "signalfd");

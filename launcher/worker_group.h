@@ -7,8 +7,9 @@
 // file when asked, and the last lines are kept for the failure report.
 //
 // Single-threaded: the agent's thread calls Poll in a loop. Signals reach the
-// agent through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP) that the caller
-// creates after blocking those signals in every thread.
+// agent through a signalfd (SIGCHLD and the signals it forwards,
+// --signals-to-handle) that the caller creates after blocking those signals
+// in every thread.
 #ifndef BRAID_LAUNCHER_WORKER_GROUP_H_
 #define BRAID_LAUNCHER_WORKER_GROUP_H_
 
@@ -55,14 +56,14 @@ struct WorkerExit {
 // What Poll saw.
 struct WorkerEvents {
   std::vector<WorkerExit> exited;
-  int signal = 0;  // SIGINT/SIGTERM/SIGHUP sent to the agent, or 0
+  int signal = 0;  // a forwarded signal (--signals-to-handle) sent to the agent, or 0
 };
 
 class WorkerGroup {
  public:
-  // The signal fd for SIGCHLD, SIGINT, SIGTERM and SIGHUP; blocks them in the
-  // calling thread (call it before starting any thread).
-  static absl::StatusOr<UniqueFd> BlockSignals();
+  // The signal fd for SIGCHLD and `forwarded`; blocks them in the calling
+  // thread (call it before starting any thread).
+  static absl::StatusOr<UniqueFd> BlockSignals(const std::vector<int>& forwarded);
 
   // Starts every worker; on a failed start, stops those already started.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(std::vector<WorkerSpec> specs, int signal_fd);

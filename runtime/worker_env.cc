@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "base/launch_env.h"
+#include "base/slurm_step.h"
 #include "base/status.h"
 
 namespace braid {
@@ -16,7 +17,7 @@ BRAID_ENV_KNOB(kStoreAddrKnob, launch_env::kStoreAddr, "",
 BRAID_ENV_KNOB(kStorePrefixKnob, launch_env::kStorePrefix, "", "Namespace of this run in the store (braidrun sets it).");
 
 constexpr char kHowToStart[] =
-    "start workers with braidrun, torchrun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
+    "start workers with braidrun, torchrun, mpirun or srun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
 
 absl::StatusOr<int> IntVariable(const char* name, bool required, int fallback) {
   const char* value = std::getenv(name);
@@ -31,13 +32,44 @@ absl::StatusOr<int> IntVariable(const char* name, bool required, int fallback) {
   return parsed;
 }
 
+// A task that srun started directly (one per rank, no agent): the contract
+// from the step's variables. MASTER_ADDR and MASTER_PORT still win when set;
+// else rank 0 (always on the step's first node) hosts the store there, on the
+// port every task derives alike from the job id.
+absl::Status ReadSlurmTask(const SlurmStep& step, WorkerEnv& env) {
+  if (step.proc_id < 0) return absl::InvalidArgumentError("inside a Slurm step but SLURM_PROCID is not set");
+  env.rank = step.proc_id;
+  env.world_size = step.num_tasks;
+  env.local_rank = step.local_id >= 0 ? step.local_id : 0;
+  env.local_world_size = step.tasks_on_this_node();
+  env.group_rank = step.node_id;
+  const char* addr = std::getenv(launch_env::kMasterAddr);
+  env.master_addr = addr != nullptr ? std::string(addr) : step.nodes.front();
+  BRAID_ASSIGN_OR_RETURN(int port, IntVariable(launch_env::kMasterPort, false, SlurmMasterPort(step.job_id)));
+  if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", port, " is not a port"));
+  env.master_port = static_cast<uint16_t>(port);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WorkerEnv> ReadWorkerEnv() {
   WorkerEnv env;
   env.store_addr = kStoreAddrKnob.String();
   env.store_prefix = kStorePrefixKnob.String();
-  if (std::getenv(launch_env::kRank) == nullptr && std::getenv(launch_env::kOmpiRank) != nullptr) {
+  const bool torchrun = std::getenv(launch_env::kRank) != nullptr;
+  if (!torchrun && std::getenv(launch_env::kOmpiRank) == nullptr) {
+    BRAID_ASSIGN_OR_RETURN(std::optional<SlurmStep> step, ReadSlurmStep(ProcessEnv()));
+    if (step.has_value()) {
+      BRAID_RETURN_IF_ERROR(ReadSlurmTask(*step, env));
+      if (env.rank >= env.world_size) {
+        return absl::InvalidArgumentError(absl::StrCat("SLURM_PROCID ", env.rank, " is not below the step's ",
+                                                       env.world_size, " tasks"));
+      }
+      return env;
+    }
+  }
+  if (!torchrun && std::getenv(launch_env::kOmpiRank) != nullptr) {
     env.under_mpirun = true;
     BRAID_ASSIGN_OR_RETURN(env.rank, IntVariable(launch_env::kOmpiRank, true, 0));
     BRAID_ASSIGN_OR_RETURN(env.world_size, IntVariable(launch_env::kOmpiSize, true, 1));

@@ -3,7 +3,14 @@
 // torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), as braidrun sets them, or Open
 // MPI's (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
-// OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE) under mpirun.
+// OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE) under mpirun, or,
+// for a task srun started directly (one per rank, no agent), Slurm's:
+// SLURM_PROCID (rank), SLURM_STEP_NUM_TASKS / SLURM_NTASKS (world size),
+// SLURM_LOCALID, the step's tasks on this node (SLURM_STEP_TASKS_PER_NODE,
+// "2(x3),1" form), SLURM_NODEID (group rank), MASTER_ADDR defaulting to the
+// step's first node and MASTER_PORT to SlurmMasterPort (base/slurm_step.h).
+// torchrun's variables win over Open MPI's, which win over Slurm's: a
+// launcher started inside a Slurm step sets its own for its workers.
 // braid's own additions are BRAID_* knobs: BRAID_STORE_ADDR (a store the
 // launcher already runs) and BRAID_STORE_PREFIX (its namespace for this run).
 #ifndef BRAID_RUNTIME_WORKER_ENV_H_
@@ -30,8 +37,8 @@ struct WorkerEnv {
 };
 
 // Reads the contract. Missing or malformed variables are kInvalidArgument
-// naming them ("RANK is not set: start workers with braidrun, torchrun or
-// mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT").
+// naming them ("RANK is not set: start workers with braidrun, torchrun,
+// mpirun or srun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT").
 absl::StatusOr<WorkerEnv> ReadWorkerEnv();
 
 }  // namespace braid

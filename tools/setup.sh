@@ -30,6 +30,10 @@ PACKAGES=(
   python3-venv      # ... into a virtualenv that sees Debian's torch (PEP 668)
   python3-setuptools
   python3-wheel
+  slurmctld         # Slurm 22.05's controller ...
+  slurmd            # ... and node daemon: tests/slurm starts its own one-node cluster
+  slurm-client      # srun, scancel, sinfo, squeue
+  munge             # Slurm's authentication (the test runs its own munged)
 )
 
 fail() {
@@ -70,6 +74,9 @@ for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h python3.11/Py
 done
 [[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ]] || fail "missing Open MPI headers (libopenmpi-dev)"
 command -v mpirun >/dev/null || fail "mpirun not on PATH (openmpi-bin)"
+for tool in slurmctld slurmd srun munged; do
+  command -v "$tool" >/dev/null || fail "$tool not on PATH (slurmctld, slurmd, slurm-client, munge)"
+done
 /usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
   fail "/usr/bin/python3 cannot import torch.distributed (python3-torch)"
 

@@ -1,5 +1,9 @@
 #include "tests/launcher/launcher_test_util.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/deadline.h"
+#include "catch2/catch.hpp"
 #include "tests/harness/subprocess.h"
 
 namespace braid {
@@ -15,6 +19,25 @@ std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<st
   argv.push_back(Runfile("tests/launcher/probe_worker"));
   argv.insert(argv.end(), probe_args.begin(), probe_args.end());
   return argv;
+}
+
+std::string WaitForJob(const std::vector<pid_t>& pids, const std::vector<std::string>& tags, absl::Duration timeout) {
+  std::string all_out;
+  for (const ProcessExit& exit : WaitAll(pids, tags, DeadlineIn(timeout))) {
+    INFO(Dump(exit));
+    CHECK(exit.code == 0);
+    all_out += exit.out;
+  }
+  return all_out;
+}
+
+void CheckTwoByTwoJob(const std::string& out, uint16_t master_port) {
+  INFO(out);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(absl::StrContains(out, absl::StrCat("[rank ", r, "]: all-reduce ok: rank ", r, " of 4 ")));
+    CHECK(absl::StrContains(out, absl::StrCat("[rank ", r, "]: GROUP_RANK=", r / 2, "\n")));
+    CHECK(absl::StrContains(out, absl::StrCat("[rank ", r, "]: MASTER_PORT=", master_port, "\n")));
+  }
 }
 
 }  // namespace braid

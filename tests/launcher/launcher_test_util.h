@@ -4,8 +4,13 @@
 #ifndef BRAID_TESTS_LAUNCHER_LAUNCHER_TEST_UTIL_H_
 #define BRAID_TESTS_LAUNCHER_LAUNCHER_TEST_UTIL_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/time/time.h"
 
 namespace braid {
 
@@ -14,6 +19,14 @@ extern const std::vector<std::string> kWorkerContract;
 
 // braidrun FLAGS... probe_worker PROBE_ARGS... (runfiles paths).
 std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<std::string> probe_args);
+
+// Waits (bounded) for the agents of one job, CHECKs that each exited 0, and
+// returns their stdout together. Main thread only (Catch2 assertions).
+std::string WaitForJob(const std::vector<pid_t>& pids, const std::vector<std::string>& tags, absl::Duration timeout);
+
+// CHECKs a job of two nodes with two probe_workers each (--env --allreduce):
+// every rank all-reduced in a world of 4, on the right node, told `master_port`.
+void CheckTwoByTwoJob(const std::string& out, uint16_t master_port);
 
 }  // namespace braid
 

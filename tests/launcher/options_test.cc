@@ -11,7 +11,8 @@
 namespace braid {
 namespace {
 
-absl::StatusOr<LaunchOptions> Parse(std::vector<std::string> args) { return ParseLaunchOptions(args); }
+// No PET_* or SLURM_* from the test's own environment: cluster_env_test sets those.
+absl::StatusOr<LaunchOptions> Parse(std::vector<std::string> args) { return ParseLaunchOptions(args, MapEnv({})); }
 
 TEST_CASE("options: both spellings, both value forms, program and its arguments", "[launcher]") {
   for (const auto& args : std::vector<std::vector<std::string>>{

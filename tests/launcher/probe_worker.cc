@@ -14,10 +14,16 @@
 //   --pid-dir=DIR         write DIR/<rank>.pid at start
 //   --sleep=S             sleep S seconds before exiting
 //   --wait-world=N        while WORLD_SIZE < N, sleep (a restart will come)
+//   --trap=SIG --signal-dir=DIR [--ignore-rank=R]
+//                         on SIG (USR1, TERM, ...), write its name to DIR/<rank>.signal and exit 0;
+//                         rank R ignores SIG instead (its agent must SIGKILL it). Set up before
+//                         --pid-dir's file is written, so a test may signal once that file exists
 //   --barrier-times=DIR   after the first barrier, write DIR/<attempt>.<rank> with
 //                         CLOCK_REALTIME in ns, and DIR/died.<rank> when failing
 //                         on purpose (bench/launcher_bench.sh reads them)
+#include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -64,6 +70,37 @@ int Fail(const std::string& why) {
   return 1;
 }
 
+// What the --trap handler writes, prepared before it can run (a handler may
+// only make async-signal-safe calls).
+int trap_fd = -1;
+std::string trap_text;
+
+void RecordSignalAndExit(int) {
+  (void)!write(trap_fd, trap_text.data(), trap_text.size());
+  _exit(0);
+}
+
+int SignalNumber(const std::string& name) {
+  for (int sig = 1; sig < SIGRTMIN; ++sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    if (abbrev != nullptr && (name == abbrev || name == absl::StrCat("SIG", abbrev))) return sig;
+  }
+  return 0;
+}
+
+// --trap / --ignore-rank; false when the flags are malformed.
+bool SetUpTrap(int argc, char** argv, int rank) {
+  const std::string trap = Flag(argc, argv, "--trap");
+  if (trap.empty()) return true;
+  const int sig = SignalNumber(trap);
+  if (sig == 0) return false;
+  if (Flag(argc, argv, "--ignore-rank") == absl::StrCat(rank)) return signal(sig, SIG_IGN) != SIG_ERR;
+  const std::string path = absl::StrCat(Flag(argc, argv, "--signal-dir", "."), "/", rank, ".signal");
+  trap_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  trap_text = absl::StrCat("SIG", sigabbrev_np(sig), "\n");
+  return trap_fd >= 0 && signal(sig, RecordSignalAndExit) != SIG_ERR;
+}
+
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path + ".tmp");
   out << text;
@@ -74,9 +111,11 @@ void WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rank = EnvInt("RANK");
+  // Started by srun with no agent, a worker has only Slurm's rank until InitFromEnv.
+  const int rank = EnvInt("RANK") >= 0 ? EnvInt("RANK") : EnvInt("SLURM_PROCID");
   const int attempt = EnvInt("TORCHELASTIC_RESTART_COUNT");
   const int world = EnvInt("WORLD_SIZE");
+  if (!SetUpTrap(argc, argv, rank)) return Fail("bad --trap or --signal-dir");
   if (std::string dir = Flag(argc, argv, "--pid-dir"); !dir.empty()) {
     WriteFile(absl::StrCat(dir, "/", rank, ".pid"), absl::StrCat(getpid()));
   }
