@@ -25,7 +25,10 @@
 #include "tensor/tensor.h"
 
 struct braid_group {
-  std::unique_ptr<braid::ProcessGroup> group;
+  std::unique_ptr<braid::ProcessGroup> group;  // null for a subgroup
+  std::unique_ptr<braid::Communicator> sub;    // a subgroup's communicator
+
+  braid::Communicator& comm() const { return sub ? *sub : group->comm(); }
 };
 
 struct braid_work {
@@ -214,6 +217,7 @@ absl::StatusOr<Communicator*> CommFor(braid_group* group, const Tensor& tensor, 
         "a CUDA stream was given, but braid's collectives are not stream-ordered yet: pass NULL (the collective "
         "then runs synchronously with the device)");
   }
+  if (group->sub) return group->sub.get();  // a subgroup is one host communicator (CUDA buffers staged)
   return group->group->CommFor(tensor.device());
 }
 
@@ -295,22 +299,56 @@ braid_status braid_group_create(const braid_group_options* options, braid_group*
   if (o.transport != nullptr) pg.transport = o.transport;
   if (o.store != nullptr) pg.store = std::make_shared<braid::CallbackStore>(*o.store);
   BRAID_CAPI_ASSIGN(created, braid::ProcessGroup::Create(env, std::move(pg)));
-  *group = new braid_group{std::move(created)};
+  *group = new braid_group{std::move(created), nullptr};
   braid::last_error.clear();
   return BRAID_OK;
 }
 
 void braid_group_destroy(braid_group* group) { delete group; }
-int braid_group_rank(const braid_group* group) { return group->group->rank(); }
-int braid_group_size(const braid_group* group) { return group->group->size(); }
-int braid_group_local_rank(const braid_group* group) { return group->group->env().local_rank; }
-int braid_group_local_size(const braid_group* group) { return group->group->env().local_world_size; }
-const char* braid_group_transport(const braid_group* group) { return group->group->comm().transport_name(); }
+int braid_group_rank(const braid_group* group) { return group->comm().rank(); }
+int braid_group_size(const braid_group* group) { return group->comm().size(); }
+int braid_group_local_rank(const braid_group* group) {
+  if (!group->sub) return group->group->env().local_rank;
+  const braid::Communicator& c = *group->sub;
+  return c.member() ? c.host_layout().local_rank_of[c.rank()] : -1;
+}
+int braid_group_local_size(const braid_group* group) {
+  if (!group->sub) return group->group->env().local_world_size;
+  const braid::Communicator& c = *group->sub;
+  return c.member() ? static_cast<int>(c.host_layout().LocalGroup(c.rank()).size()) : 0;
+}
+const char* braid_group_transport(const braid_group* group) { return group->comm().transport_name(); }
+int braid_group_is_member(const braid_group* group) { return group->comm().member() ? 1 : 0; }
+
+namespace braid {
+namespace {
+
+braid_status Subgroup(absl::StatusOr<std::unique_ptr<Communicator>> made, braid_group** subgroup) {
+  if (!made.ok()) return Fail(made.status());
+  *subgroup = new braid_group{nullptr, std::move(*made)};
+  last_error.clear();
+  return BRAID_OK;
+}
+
+}  // namespace
+}  // namespace braid
+
+braid_status braid_group_split(braid_group* group, int color, int key, const char* name, braid_group** subgroup) {
+  if (group == nullptr || subgroup == nullptr) return Invalid("braid_group_split: the group or result is NULL");
+  return braid::Subgroup(group->comm().Split(color, key, name != nullptr ? name : ""), subgroup);
+}
+
+braid_status braid_group_new(braid_group* group, const int* ranks, int count, const char* name,
+                             braid_group** subgroup) {
+  if (group == nullptr || subgroup == nullptr) return Invalid("braid_group_new: the group or result is NULL");
+  if (count <= 0 || ranks == nullptr) return Invalid(absl::StrCat("braid_group_new: ", count, " ranks at NULL"));
+  return braid::Subgroup(group->comm().NewGroup(std::vector<int>(ranks, ranks + count), name != nullptr ? name : ""),
+                         subgroup);
+}
 
 void braid_group_abort(braid_group* group, const char* reason) {
   const std::string why = reason != nullptr ? reason : "aborted by the caller";
-  group->group->comm().Abort(
-      absl::AbortedError(absl::StrCat("rank ", group->group->rank(), ": braid_group_abort: ", why)));
+  group->comm().Abort(absl::AbortedError(absl::StrCat("rank ", group->comm().rank(), ": braid_group_abort: ", why)));
 }
 
 braid_status braid_all_reduce(braid_group* group, const braid_buffer* in, const braid_buffer* out, braid_op op,
@@ -357,7 +395,7 @@ braid_status braid_all_to_all(braid_group* group, const braid_buffer* in, const 
 
 braid_status braid_barrier(braid_group* group, braid_work** work) {
   if (group == nullptr) return Invalid("the group is NULL");
-  return braid::Issue(group->group->comm().Barrier(), work);
+  return braid::Issue(group->comm().Barrier(), work);
 }
 
 braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer, void* stream, braid_work** work) {
@@ -406,6 +444,10 @@ braid_status braid_reducer_create(braid_group* group, const braid_buffer* gradie
     if (options->first_bucket_mb > 0) ro.first_bucket_mb = options->first_bucket_mb;
     ro.find_unused_parameters = options->find_unused_parameters != 0;
   }
+  if (!group->group) {
+    return Fail(absl::UnimplementedError(
+        "braid_reducer_create: the reducer takes a group made by braid_group_create, not a subgroup"));
+  }
   BRAID_CAPI_ASSIGN(created, braid::Reducer::Create(*group->group, std::move(tensors), std::move(ro)));
   *reducer = new braid_reducer{std::move(created), {}};
   braid::last_error.clear();
@@ -446,6 +488,10 @@ braid_status braid_broadcast_buffers(braid_group* group, const braid_buffer* buf
   absl::Status status;
   std::vector<braid::Tensor> tensors = braid::ToTensors(buffers, count, status);
   if (!status.ok()) return Fail(status);
+  if (!group->group) {
+    return Fail(absl::UnimplementedError(
+        "braid_broadcast_buffers: takes a group made by braid_group_create; on a subgroup use braid_broadcast"));
+  }
   return Finish(braid::Reducer::BroadcastParameters(*group->group, tensors, root));
 }
 

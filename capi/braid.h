@@ -161,6 +161,24 @@ BRAID_API int braid_group_local_rank(const braid_group* group);
 BRAID_API int braid_group_local_size(const braid_group* group);
 /* "shm", "tcp", "mpi" or "nccl": what carries CPU buffers. */
 BRAID_API const char* braid_group_transport(const braid_group* group);
+/* Subgroups. Collective over `group` (every rank calls it, at the same point
+ * of its sequence of collectives): the ranks of one `color` (>= 0) form a new
+ * group ordered by (`key`, rank), as MPI_Comm_split; a negative color gets a
+ * group whose every collective fails, naming it. `name` (NULL: derived)
+ * labels its logs, flight recorder and timeline. A subgroup is independent of
+ * its parent once made (destroy either first); the reducer and
+ * braid_broadcast_buffers take only groups made by braid_group_create. */
+BRAID_API braid_status braid_group_split(braid_group* group, int color, int key, const char* name,
+                                         braid_group** subgroup);
+/* The subgroup of `ranks` (ranks of `group`, in the new order), as torch's
+ * new_group: every rank passes the same list (a clear error on every rank
+ * otherwise); ranks outside it get a group that refuses every collective. */
+BRAID_API braid_status braid_group_new(braid_group* group, const int* ranks, int count, const char* name,
+                                       braid_group** subgroup);
+/* 1 when this rank belongs to `group` (0: an outsider of braid_group_new or
+ * a negative color's group, whose rank is -1). */
+BRAID_API int braid_group_is_member(const braid_group* group);
+
 /* Fails every pending and later collective of this rank with `reason`, and
  * tells the peers, whose collectives fail too instead of waiting for their
  * deadline. The group cannot be used again; destroy it. */

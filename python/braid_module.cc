@@ -225,9 +225,26 @@ class Group {
     }
     CheckWithoutGil([&] { return braid_group_create(&options, &group_); });
   }
+  // A subgroup made by braid_group_split / braid_group_new (owned from here).
+  explicit Group(braid_group* made) : group_(made) {}
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
   ~Group() { Close(); }
+
+  std::shared_ptr<Group> Split(int color, int key, const std::string& name) {
+    braid_group* group = get();
+    braid_group* made = nullptr;
+    CheckWithoutGil([&] { return braid_group_split(group, color, key, name.c_str(), &made); });
+    return std::make_shared<Group>(made);
+  }
+  std::shared_ptr<Group> NewGroup(const std::vector<int>& ranks, const std::string& name) {
+    braid_group* group = get();
+    braid_group* made = nullptr;
+    CheckWithoutGil([&] {
+      return braid_group_new(group, ranks.data(), static_cast<int>(ranks.size()), name.c_str(), &made);
+    });
+    return std::make_shared<Group>(made);
+  }
 
   void Close() {
     if (group_ == nullptr) return;
@@ -337,6 +354,13 @@ PYBIND11_MODULE(_braid, m) {
       .def_property_readonly("local_rank", &Group::local_rank)
       .def_property_readonly("local_size", &Group::local_size)
       .def_property_readonly("transport", &Group::transport)
+      .def_property_readonly("is_member", [](const Group& g) { return braid_group_is_member(g.get()) != 0; })
+      .def("split", &Group::Split, py::arg("color"), py::arg("key") = 0, py::arg("name") = "",
+           "Collective: the ranks of one color (>= 0) form a group ordered by (key, rank); a negative color gets "
+           "a group that refuses every collective.")
+      .def("new_group", &Group::NewGroup, py::arg("ranks"), py::arg("name") = "",
+           "Collective: the group of `ranks` (every rank passes the same list); outsiders get a group that "
+           "refuses every collective.")
       .def("close", &Group::Close)
       .def("abort", &Group::Abort, py::arg("reason") = "aborted from Python")
       .def(

@@ -187,6 +187,29 @@ int main(void) {
   CHECK_OK(braid_broadcast_buffers(group, grads, 1, 0));
   for (int i = 0; i < 300; ++i) expect(g0[i] == (float)i, "broadcast_buffers", i, g0[i], i);
 
+  /* Subgroups: ranks by parity; then [last rank] alone, the others outside. */
+  braid_group* half = NULL;
+  CHECK_OK(braid_group_split(group, rank % 2, rank, "half", &half));
+  expect(braid_group_rank(half) == rank / 2, "split rank", 0, braid_group_rank(half), rank / 2);
+  float mine = (float)rank;
+  braid_buffer m = f32(&mine, 1);
+  CHECK_OK(braid_all_reduce(half, &m, &m, BRAID_SUM, NULL, NULL));
+  float parity_sum = 0;
+  for (int r = rank % 2; r < size; r += 2) parity_sum += (float)r;
+  expect(mine == parity_sum, "split all_reduce", 0, mine, parity_sum);
+  braid_group_destroy(half);
+  braid_group* last = NULL;
+  const int last_rank = size - 1;
+  CHECK_OK(braid_group_new(group, &last_rank, 1, "last", &last));
+  const braid_status outsider = braid_all_reduce(last, &m, &m, BRAID_SUM, NULL, NULL);
+  if (braid_group_is_member(last) != (rank == last_rank) ||
+      (rank != last_rank && (outsider != BRAID_FAILED_PRECONDITION || !strstr(braid_last_error(), "'last'")))) {
+    fprintf(stderr, "rank %d: subgroup 'last': member %d, status %d (%s)\n", rank, braid_group_is_member(last),
+            outsider, braid_last_error());
+    return 1;
+  }
+  braid_group_destroy(last);
+
   printf("capi ok: rank %d of %d over %s, braid %s\n", rank, size, braid_group_transport(group), braid_version());
   free(in);
   free(out);

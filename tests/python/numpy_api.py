@@ -117,6 +117,29 @@ assert np.array_equal(params[0], np.zeros(10)) and np.array_equal(params[1], np.
 
 group.barrier()
 
+# Subgroups: by parity (reverse order), and a list with outsiders.
+half = group.split(rank % 2, key=-rank)
+members = [r for r in range(size - 1, -1, -1) if r % 2 == rank % 2]
+assert (half.rank, half.size) == (members.index(rank), len(members)), (half.rank, half.size)
+x = np.full(4, float(rank), dtype=np.float32)
+half.all_reduce(x)
+assert np.array_equal(x, np.full(4, float(sum(members)), dtype=np.float32)), x
+first = group.new_group([0], name="first")
+assert first.is_member == (rank == 0)
+if rank == 0:
+    y = np.ones(3, dtype=np.int64)
+    first.all_reduce(y)
+    assert np.array_equal(y, np.ones(3, dtype=np.int64))
+else:
+    try:
+        first.all_reduce(np.ones(3, dtype=np.int64))
+        raise AssertionError("an outsider's all-reduce succeeded")
+    except braid.Error as e:
+        assert e.code_name == "FAILED_PRECONDITION" and "'first'" in str(e), e
+half.close()
+first.close()
+group.barrier()
+
 # A rank with a different shape: every rank gets braid.Error, none hangs.
 if "--mismatch" in sys.argv:
     count = 8 if rank == size - 1 else 16
