@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "collectives/run_algorithm.h"
 #include "collectives/transport/subset_bootstrap.h"
@@ -58,6 +59,7 @@ absl::StatusOr<std::unique_ptr<HostLevels>> HostLevels::Create(Transport& parent
 HostLevels::HostLevels(const HostLayout& layout, int rank, std::unique_ptr<Transport> local,
                        std::unique_ptr<Transport> cross, const SelectionThresholds& thresholds)
     : layout_(layout),
+      rank_(rank),
       host_(layout.host_of[rank]),
       local_rank_(layout.local_rank_of[rank]),
       local_(std::move(local)),
@@ -74,7 +76,15 @@ absl::Status HostLevels::Step(Transport& level, const Selector& selector, const 
                               absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
   BRAID_ASSIGN_OR_RETURN(const Algorithm algorithm,
                          selector.Select(args.kind, args.count, DTypeSize(args.dtype), Algorithm::kAuto));
-  return RunAlgorithm(level, algorithm, args, input, output, scratch, selector.window_plan());
+  absl::Status status = RunAlgorithm(level, algorithm, args, input, output, scratch, selector.window_plan());
+  if (status.ok()) return status;
+  // The level's messages number its own ranks: say which ranks of the whole group those are.
+  const bool local = &level == local_.get();
+  const std::vector<int> members = local ? layout_.LocalGroup(rank_) : layout_.CrossGroup(rank_);
+  return Annotate(status, absl::StrCat("hierarchical ", CollectiveKindName(args.kind), " step within the ",
+                                       local ? "intra-host" : "inter-host", " group of ranks [",
+                                       absl::StrJoin(members, ", "), "] (their ranks there: 0..",
+                                       members.size() - 1, ")"));
 }
 
 absl::Status HostLevels::AllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,

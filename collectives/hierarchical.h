@@ -80,6 +80,7 @@ class HostLevels {
                                absl::Span<std::byte> output, Scratch& scratch);
 
   const HostLayout layout_;
+  const int rank_;
   const int host_;
   const int local_rank_;
   std::unique_ptr<Transport> local_;

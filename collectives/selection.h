@@ -106,8 +106,9 @@ struct SelectionThresholds {
   size_t window_whole_round_bytes = size_t{16} << 10;
   size_t stream_output_bytes = size_t{16} << 20;
   // Across hosts with several ranks each, hierarchical from this many bytes
-  // (per rank's buffer) under auto.
-  size_t hierarchical_min_bytes = size_t{64} << 10;
+  // (per rank's buffer) under auto: from the first byte, as it won or tied
+  // at every size on the namespace bed (bench/RESULTS.md, "Across hosts").
+  size_t hierarchical_min_bytes = 0;
 };
 
 class Selector {

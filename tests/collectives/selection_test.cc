@@ -29,7 +29,8 @@ Algorithm Pick(const Selector& selector, CollectiveKind kind, size_t count, size
 }
 
 TEST_CASE("Selector: names round-trip, and direct is accepted", "[selection]") {
-  for (const char* name : {"auto", "ring", "tree", "rhd", "one-shot", "window", "peer-access", "direct", "native"}) {
+  for (const char* name : {"auto", "ring", "tree", "rhd", "one-shot", "window", "peer-access", "direct", "native",
+                           "hierarchical"}) {
     absl::StatusOr<Algorithm> parsed = ParseAlgorithm(name);
     REQUIRE(parsed.ok());
     CHECK(std::string(AlgorithmName(*parsed)) == name);
@@ -144,6 +145,45 @@ TEST_CASE("Selector: the tuned table's rows for shm and tcp", "[selection]") {
   // shm with its windows turned off (BRAID_SHM_WINDOW_KB=0): "direct" is the one-shot exchange
   const Selector no_windows(Caps("shm", 2, false, false));
   CHECK(Pick(no_windows, CollectiveKind::kAllReduce, 1 << 20, 4) == Algorithm::kOneShot);
+}
+
+TEST_CASE("Selector: hierarchical across hosts of several ranks, where the communicator makes subgroups",
+          "[selection]") {
+  auto hosts = [](int count, int least, int most, bool subgroups) {
+    TransportCaps caps = Caps(kUntuned, count * most, false, false);
+    caps.hosts = count;
+    caps.min_per_host = least;
+    caps.max_per_host = most;
+    caps.subgroups = subgroups;
+    return caps;
+  };
+  const Selector two_by_two(hosts(2, 2, 2, true));
+  for (size_t count : {size_t{2}, size_t{1} << 20}) {
+    CHECK(Pick(two_by_two, CollectiveKind::kAllReduce, count, 4) == Algorithm::kHierarchical);
+    CHECK(Pick(two_by_two, CollectiveKind::kReduceScatter, count, 4) == Algorithm::kHierarchical);
+    CHECK(Pick(two_by_two, CollectiveKind::kAllGather, count, 4) == Algorithm::kHierarchical);
+    CHECK(Pick(two_by_two, CollectiveKind::kBroadcast, count, 4) == Algorithm::kHierarchical);
+  }
+  CHECK(Pick(two_by_two, CollectiveKind::kReduce, 100, 4) == Algorithm::kChain);
+  CHECK(Pick(two_by_two, CollectiveKind::kAllToAll, 100, 4) == Algorithm::kPairwise);
+  CHECK(Pick(two_by_two, CollectiveKind::kAllReduce, 100, 4, Algorithm::kRing) == Algorithm::kRing);
+  // Uneven hosts: all-reduce and broadcast still, reduce-scatter and all-gather not.
+  const Selector uneven(hosts(3, 1, 2, true));
+  CHECK(Pick(uneven, CollectiveKind::kAllReduce, 100, 4) == Algorithm::kHierarchical);
+  CHECK(Pick(uneven, CollectiveKind::kReduceScatter, 100, 4, Algorithm::kHierarchical) == Algorithm::kRing);
+  // One host, or one rank a host: flat under auto, hierarchical when asked.
+  for (const TransportCaps& caps : {hosts(1, 4, 4, true), hosts(4, 1, 1, true)}) {
+    const Selector flat(caps);
+    CHECK(Pick(flat, CollectiveKind::kAllReduce, 1 << 20, 4) != Algorithm::kHierarchical);
+    CHECK(Pick(flat, CollectiveKind::kAllReduce, 1 << 20, 4, Algorithm::kHierarchical) == Algorithm::kHierarchical);
+  }
+  // No subgroups: never under auto, and a request says what is missing.
+  const Selector lone(hosts(2, 2, 2, false));
+  CHECK(Pick(lone, CollectiveKind::kAllReduce, 1 << 20, 4) != Algorithm::kHierarchical);
+  absl::StatusOr<Algorithm> asked = lone.Select(CollectiveKind::kBroadcast, 10, 4, Algorithm::kHierarchical);
+  REQUIRE_FALSE(asked.ok());
+  CHECK(absl::StrContains(asked.status().message(), "make subgroups"));
+  CHECK(Pick(lone, CollectiveKind::kBarrier, 0, 1, Algorithm::kHierarchical) == Algorithm::kDissemination);
 }
 
 }  // namespace
