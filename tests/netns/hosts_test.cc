@@ -84,8 +84,8 @@ TEST_CASE("netns hosts: every collective, exact, over tcp between 2 and 3 hosts 
     WARN(why);
     return;
   }
-  // hosts, BRAID_ALGO ("": the selector's choice, hierarchical from 64 KiB;
-  // ring: flat; hierarchical at every size), and the subgroup checks.
+  // hosts, BRAID_ALGO ("": the selector's choice, hierarchical at every size;
+  // ring: flat; hierarchical: forced), and the subgroup checks.
   const auto [hosts, algo] = GENERATE(table<int, std::string>({{2, ""}, {3, ""}, {2, "ring"}, {3, "hierarchical"}}));
   INFO(hosts << " hosts, BRAID_ALGO=" << algo);
   std::unique_ptr<NetnsBed> bed = MakeBed(hosts);
@@ -118,7 +118,7 @@ TEST_CASE("netns hosts: every collective, exact, over tcp between 2 and 3 hosts 
     for (absl::string_view line : absl::StrSplit(exit.out, '\n')) {
       if (host == 1 && absl::StrContains(line, "all-reduce ran")) WARN(std::string(line));
     }
-    // What ran where it was asked for (auto takes hierarchical from 64 KiB here).
+    // What ran where it was asked for (auto takes hierarchical here).
     if (algo != "ring") CHECK(absl::StrContains(exit.out, "hierarchical"));
   }
   CHECK(static_cast<int>(ranks.size()) == world);
