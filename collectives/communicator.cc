@@ -13,7 +13,6 @@
 #include "collectives/algorithms.h"
 #include "collectives/pairwise.h"
 #include "collectives/run_algorithm.h"
-#include "collectives/transport/subset_bootstrap.h"
 
 namespace braid {
 namespace {
@@ -70,32 +69,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_p
   BRAID_ASSIGN_OR_RETURN(HostLayout layout, GatherLayout(*transport, options, DeadlineIn(timeout)));
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(transport), options, timeout, env_algorithm, inline_bytes, checks, std::move(layout)));
-}
-
-absl::StatusOr<HostLayout> Communicator::GatherLayout(Transport& transport, const CommunicatorOptions& options,
-                                                      Deadline deadline) {
-  const std::string mine = options.host_name.empty() ? HostName() : options.host_name;
-  // Outsiders have no group; a group of device memory (nccl) stays on one
-  // level; a group of one is its own host.
-  if (transport.rank() < 0 || transport.device_memory_only() || transport.size() == 1) {
-    return MakeHostLayout(std::vector<std::string>(static_cast<size_t>(std::max(transport.size(), 0)), mine));
-  }
-  std::vector<int> everyone(static_cast<size_t>(transport.size()));
-  for (int r = 0; r < transport.size(); ++r) everyone[r] = r;
-  SubsetBootstrap bootstrap(transport, std::move(everyone), /*seq=*/0);
-  absl::StatusOr<std::vector<std::string>> hosts = bootstrap.AllGather(mine, deadline);
-  if (!hosts.ok()) return Annotate(hosts.status(), absl::StrCat("rank ", transport.rank(), ": the group's host names"));
-  return MakeHostLayout(*hosts);
-}
-
-TransportCaps Communicator::CapsFor(Transport& transport, const HostLayout& layout,
-                                    const CommunicatorOptions& options) {
-  TransportCaps caps = CapsOf(transport);
-  caps.hosts = std::max(layout.hosts(), 1);
-  caps.min_per_host = std::max(layout.min_per_host(), 1);
-  caps.max_per_host = std::max(layout.max_per_host(), 1);
-  caps.subgroups = options.subgroup_transport != nullptr && !transport.device_memory_only();
-  return caps;
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
@@ -289,29 +262,13 @@ absl::Status Communicator::DispatchNative(const Task& task, const Tensor& in, co
 absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Tensor& out) {
   if (task.args.kind == CollectiveKind::kSplit) return DispatchSplit(task);
   if (task.algorithm == Algorithm::kNative) return DispatchNative(task, in, out);
-  if (task.algorithm == Algorithm::kHierarchical) return DispatchHierarchical(task, in, out);
+  if (task.algorithm == Algorithm::kHierarchical) return DispatchHierarchical(task, ConstBytes(in), Bytes(out));
   if (task.algorithm == Algorithm::kP2p) {
     return in.defined() ? SendTo(*transport_, task.args, task.peer, ConstBytes(in))
                         : RecvFrom(*transport_, task.args, task.peer, Bytes(out));
   }
   return RunAlgorithm(*transport_, task.algorithm, task.args, ConstBytes(in), Bytes(out), scratch_,
                       selector_.window_plan());
-}
-
-absl::Status Communicator::DispatchHierarchical(const Task& task, const Tensor& in, const Tensor& out) {
-  if (!levels_) {
-    BRAID_ASSIGN_OR_RETURN(levels_, HostLevels::Create(*transport_, layout_, options_.subgroup_transport,
-                                                       task.args.seq, task.args.deadline, options_.thresholds));
-  }
-  switch (task.args.kind) {
-    case CollectiveKind::kAllReduce: return levels_->AllReduce(task.args, ConstBytes(in), Bytes(out), scratch_);
-    case CollectiveKind::kReduceScatter:
-      return levels_->ReduceScatter(task.args, ConstBytes(in), Bytes(out), scratch_);
-    case CollectiveKind::kAllGather: return levels_->AllGather(task.args, ConstBytes(in), Bytes(out), scratch_);
-    case CollectiveKind::kBroadcast: return levels_->Broadcast(task.args, Bytes(out), scratch_);
-    default: break;
-  }
-  return absl::InternalError(absl::StrCat("no hierarchical ", CollectiveKindName(task.args.kind)));
 }
 
 void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {

@@ -125,7 +125,7 @@ class Communicator {
   absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
   absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
 
-  // Subgroups (split.cc). COLLECTIVE over this communicator, ordered with
+  // Subgroups (communicator_groups.cc). COLLECTIVE over this communicator, ordered with
   // its other collectives: every rank calls it; blocks until the subgroup is
   // up or the deadline. The ranks of one `color` form a communicator ordered
   // by (key, rank), as MPI_Comm_split; a negative color joins none and gets
@@ -211,13 +211,13 @@ class Communicator {
                                                  Deadline deadline);
   // The selector's view: the transport's capabilities, the layout, subgroups.
   static TransportCaps CapsFor(Transport& transport, const HostLayout& layout, const CommunicatorOptions& options);
-  // Queues `job` as a kSplit collective and waits for it (split.cc).
+  // Queues `job` as a kSplit collective and waits for it.
   absl::StatusOr<std::unique_ptr<Communicator>> RunSplitJob(std::shared_ptr<SplitJob> job, std::string name,
                                                             const CallOptions& call);
   // The progress thread's half of a split: the colors' all-gather, then the
   // subgroup's transport.
   absl::Status DispatchSplit(const Task& task);
-  absl::Status DispatchHierarchical(const Task& task, const Tensor& in, const Tensor& out);
+  absl::Status DispatchHierarchical(const Task& task, absl::Span<const std::byte> in, absl::Span<std::byte> out);
   // Aborts the transport and, once built, the hierarchical levels (by the
   // thread that holds busy_).
   void AbortTransports(const absl::Status& cause);

@@ -29,10 +29,12 @@ bazel build //tensor:tensor //tensor:cpu_kernels >/dev/null 2>&1 ||
   { echo "fuzz: bazel build //tensor failed" >&2; exit 1; }
 tensor_libs="bazel-out/k8-opt/bin/tensor/libtensor.a $(ls bazel-out/k8-opt/bin/tensor/libcpu_kernels_*.a | tr '\n' ' ')"
 base=(base/auth.cc base/deadline.cc base/env.cc base/fd.cc base/logging.cc base/mutex.cc base/status.cc)
+# What braidrun's flag parser is made of (launcher/BUILD.bazel's options).
+launcher=(launcher/options.cc launcher/flag_table.cc launcher/slurm_defaults.cc base/slurm_step.cc base/hostlist.cc)
 declare -A sources=(
   [store]="tests/fuzz/store_fuzz.cc store/store.cc store/tcp_store_client.cc store/tcp_store_server.cc store/wire.cc ${base[*]}"
   [frame]="tests/fuzz/frame_fuzz.cc collectives/transport/frame.cc ${base[*]} $tensor_libs"
-  [flags]="tests/fuzz/flags_fuzz.cc launcher/options.cc ${base[*]}"
+  [flags]="tests/fuzz/flags_fuzz.cc ${launcher[*]} ${base[*]}"
 )
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -ffunction-sections -fdata-sections -Wl,--gc-sections -Wno-unused-command-line-argument)

@@ -1,4 +1,5 @@
-// Communicator's subgroups: Split and NewGroup (communicator.h).
+// Communicator's groups (communicator.h): its host layout, the hierarchical
+// collectives' levels, and subgroups (Split, NewGroup).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -8,7 +9,9 @@
 #include "base/logging.h"
 #include "base/status.h"
 #include "collectives/communicator.h"
+#include "base/fd.h"
 #include "collectives/ring.h"
+#include "collectives/run_algorithm.h"
 #include "collectives/transport/subset_bootstrap.h"
 
 namespace braid {
@@ -39,6 +42,49 @@ uint64_t ListCheck(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+absl::StatusOr<HostLayout> Communicator::GatherLayout(Transport& transport, const CommunicatorOptions& options,
+                                                      Deadline deadline) {
+  const std::string mine = options.host_name.empty() ? HostName() : options.host_name;
+  // Outsiders have no group; a group of device memory (nccl) stays on one
+  // level; a group of one is its own host.
+  if (transport.rank() < 0 || transport.device_memory_only() || transport.size() == 1) {
+    return MakeHostLayout(std::vector<std::string>(static_cast<size_t>(std::max(transport.size(), 0)), mine));
+  }
+  std::vector<int> everyone(static_cast<size_t>(transport.size()));
+  for (int r = 0; r < transport.size(); ++r) everyone[r] = r;
+  SubsetBootstrap bootstrap(transport, std::move(everyone), /*seq=*/0);
+  absl::StatusOr<std::vector<std::string>> hosts = bootstrap.AllGather(mine, deadline);
+  if (!hosts.ok()) return Annotate(hosts.status(), absl::StrCat("rank ", transport.rank(), ": the group's host names"));
+  return MakeHostLayout(*hosts);
+}
+
+TransportCaps Communicator::CapsFor(Transport& transport, const HostLayout& layout,
+                                    const CommunicatorOptions& options) {
+  TransportCaps caps = CapsOf(transport);
+  caps.hosts = std::max(layout.hosts(), 1);
+  caps.min_per_host = std::max(layout.min_per_host(), 1);
+  caps.max_per_host = std::max(layout.max_per_host(), 1);
+  caps.subgroups = options.subgroup_transport != nullptr && !transport.device_memory_only();
+  return caps;
+}
+
+absl::Status Communicator::DispatchHierarchical(const Task& task, absl::Span<const std::byte> in,
+                                                absl::Span<std::byte> out) {
+  if (!levels_) {
+    BRAID_ASSIGN_OR_RETURN(levels_, HostLevels::Create(*transport_, layout_, options_.subgroup_transport,
+                                                       task.args.seq, task.args.deadline, options_.thresholds));
+  }
+  switch (task.args.kind) {
+    case CollectiveKind::kAllReduce: return levels_->AllReduce(task.args, in, out, scratch_);
+    case CollectiveKind::kReduceScatter:
+      return levels_->ReduceScatter(task.args, in, out, scratch_);
+    case CollectiveKind::kAllGather: return levels_->AllGather(task.args, in, out, scratch_);
+    case CollectiveKind::kBroadcast: return levels_->Broadcast(task.args, out, scratch_);
+    default: break;
+  }
+  return absl::InternalError(absl::StrCat("no hierarchical ", CollectiveKindName(task.args.kind)));
+}
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, std::string name,
                                                                   CallOptions call) {
