@@ -660,20 +660,28 @@ absl::Status Reducer::FinishIteration() {
       --buckets_[static_cast<size_t>(vars_[i].bucket)].pending;
     }
     LaunchReadyBuckets();
-    if (detect) {
-      absl::StatusOr<Tensor> t = Tensor::Empty({num_parameters()}, DType::kI32);
-      if (!t.ok()) return t.status();
-      used = *t;
-      for (int v = 0; v < num_parameters(); ++v) {
-        used.data<int32_t>()[v] = shadow ? 0 : locally_used_[static_cast<size_t>(v)];
-      }
+    // With detection, which parameters any rank used; without it, how many
+    // gradients each rank never marked (reduced as zeros: every rank's
+    // average is then wrong, so every rank must fail, not only the one).
+    absl::StatusOr<Tensor> t = Tensor::Empty({detect ? num_parameters() : size_}, DType::kI32);
+    if (!t.ok()) return t.status();
+    used = *t;
+    for (int v = 0; v < used.numel(); ++v) {
+      used.data<int32_t>()[v] = detect ? (shadow ? 0 : locally_used_[static_cast<size_t>(v)])
+                                       : (v == rank_ ? static_cast<int32_t>(missing.size()) : 0);
     }
   }
   // After every bucket, in the same order on every rank.
-  absl::Status status;
-  if (detect) {
-    status = Annotate(AllReduceSmall(used, ReduceOp::kSum),
-                      absl::StrCat("rank ", rank_, ": reducer: agreeing on unused parameters"));
+  absl::Status status =
+      Annotate(AllReduceSmall(used, ReduceOp::kSum),
+               absl::StrCat("rank ", rank_, ": reducer: ",
+                            detect ? "agreeing on unused parameters" : "checking every rank marked every gradient"));
+  std::vector<std::string> missed_elsewhere;
+  if (!detect && status.ok()) {
+    for (int r = 0; r < size_; ++r) {
+      const int32_t count = used.data<int32_t>()[r];
+      if (count > 0 && r != rank_) missed_elsewhere.push_back(absl::StrCat("rank ", r, " (", count, ")"));
+    }
   }
   status.Update(WaitForBuckets(DeadlineIn(timeout_ + absl::Seconds(10))));
   const absl::Time waited = absl::Now();
@@ -736,8 +744,15 @@ absl::Status Reducer::FinishIteration() {
                     << stats.buckets << " buckets, " << stats.bytes << " bytes" << (shadow ? " (joined, shadowing)" : "");
     rebuild = status.ok() && !rebuilt_;
   }
-  if (rebuild) status.Update(RebuildBuckets());
+  if (rebuild && missed_elsewhere.empty() && missing.empty()) status.Update(RebuildBuckets());
   if (!status.ok()) return status;
+  if (missing.empty() && !missed_elsewhere.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": reducer: Finalize in iteration ", iteration, ": gradients never marked ready on ",
+        absl::StrJoin(missed_elsewhere, ", "),
+        ", reduced there as zeros, so this rank's averaged gradients are wrong too; that rank's error names them "
+        "(MarkReady for every parameter, or find_unused_parameters = true on every rank)"));
+  }
   if (!missing.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", rank_, ": reducer: Finalize in iteration ", iteration, ": ", missing.size(),

@@ -441,7 +441,7 @@ TEST_CASE("Reducer: MarkReady twice, out of range, or outside an iteration", "[r
   }));
 }
 
-TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; peers do not hang",
+TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; every rank fails, none hangs",
           "[runtime][reducer]") {
   REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
     const int rank = ctx.rank();
@@ -454,7 +454,11 @@ TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; p
     BRAID_RETURN_IF_ERROR(reducer->MarkReady(0));
     if (rank == 0) BRAID_RETURN_IF_ERROR(reducer->MarkReady(1));
     const absl::Status status = reducer->Finalize();
-    if (rank == 0) return status;  // everything marked here: fine
+    // Rank 0 marked everything, but its average has rank 1's zeros in it: it fails too, naming rank 1.
+    if (rank == 0) {
+      return ExpectError(rank, status, absl::StatusCode::kFailedPrecondition,
+                         {"never marked ready on rank 1 (1)", "averaged gradients are wrong"});
+    }
     return ExpectError(rank, status, absl::StatusCode::kFailedPrecondition,
                        {"parameter 1 (b.weight, float32[4])", "never marked ready", "find_unused_parameters"});
   }));
