@@ -439,11 +439,26 @@ int Agent::Run() {
     const Outcome outcome = Monitor(**group, *members);
     if (outcome == Outcome::kSucceeded) {
       (void)rdzv_->MarkDone(members->round, members->node_rank);
-      if (store_.server != nullptr && members->nodes.size() > 1) {
-        // The other nodes still need the store until their workers finish.
-        absl::Status all = rdzv_->WaitAllDone(*members, DeadlineIn(o_.join_timeout));
-        if (!all.ok()) Say(absl::StrCat("this node succeeded, but not every node did: ", all.message()));
+      // Every node stays until every node is done: the store's host because
+      // the others need the store, and all of them because a node that fails
+      // later restarts the whole group, this node's workers included.
+      absl::Status all = members->nodes.size() > 1 ? rdzv_->WaitAllDone(*members, DeadlineIn(o_.join_timeout))
+                                                   : absl::OkStatus();
+      if (absl::IsAborted(all)) {
+        stop_reason_ = std::string(all.message());
+        if (!absl::StartsWith(stop_reason_, kShutdownPrefix) && restarts_ < o_.max_restarts) {
+          ++restarts_;
+          Say(absl::StrCat("this node's workers succeeded, but ", stop_reason_, "; restarting them with the others ",
+                           "(restart ", restarts_, " of ", o_.max_restarts, ")"));
+          after_round = members->round;
+          continue;
+        }
+        Say(absl::StrCat("this node's workers succeeded, but ", stop_reason_, "; no restart is left (--max-restarts ",
+                         o_.max_restarts, "), so the job failed"));
+        Report(*members);
+        break;
       }
+      if (!all.ok()) Say(absl::StrCat("this node succeeded, but not every node did: ", all.message()));
       exit_code = 0;
       break;
     }

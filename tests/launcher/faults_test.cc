@@ -213,5 +213,39 @@ TEST_CASE("faults: a rank that issues a different count: both sides name the mis
   }
 }
 
+TEST_CASE("faults: a node whose workers finished rejoins the restart when another node fails later",
+          "[faults]") {
+  // Node 0's worker exits 0 at once; node 1's fails 1.5 s later in attempt 0.
+  for (int max_restarts : {1, 0}) {
+    INFO("--max-restarts=" << max_restarts);
+    const uint16_t master_port = UnusedPort();
+    std::vector<pid_t> pids;
+    std::vector<std::string> tags;
+    for (int node : {1, 0}) {
+      tags.push_back(absl::StrCat("late_failure_", max_restarts, "_", node));
+      pids.push_back(Spawn(Braidrun({"--nnodes=2", "--nproc-per-node=1", absl::StrCat("--node-rank=", node),
+                                     "--master-addr=127.0.0.1", absl::StrCat("--master-port=", master_port),
+                                     "--rdzv-id=late", absl::StrCat("--max-restarts=", max_restarts)},
+                                    {"--fail-rank=1", "--fail-after=1.5"}),
+                           {{"BRAID_JOB_SECRET", "late-secret"}}, tags.back(), kWorkerContract));
+    }
+    const std::vector<ProcessExit> exits = WaitAll(pids, tags, DeadlineIn(absl::Seconds(60)));
+    const ProcessExit& node0 = exits[1];
+    INFO("node 0: " << Dump(node0) << "\nnode 1: " << Dump(exits[0]));
+    CHECK(absl::StrContains(node0.err, "this node's workers succeeded, but rank 1 failed"));
+    if (max_restarts == 1) {
+      // Both nodes ran attempt 1 together and finished.
+      CHECK(node0.code == 0);
+      CHECK(exits[0].code == 0);
+      CHECK(absl::StrContains(node0.err, "restarting them with the others (restart 1 of 1)"));
+    } else {
+      // No restart left: the node that finished says the job failed, as the other does.
+      CHECK(node0.code == 1);
+      CHECK(exits[0].code == 1);
+      CHECK(absl::StrContains(node0.err, "no restart is left"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid

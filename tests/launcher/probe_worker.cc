@@ -7,7 +7,7 @@
 //   --rounds=N --round-sleep=S
 //                         N such all-reduces, S seconds apart (default 1)
 //   --mismatch-rank=R     rank R all-reduces 999 elements, the others 1000
-//   --fail-rank=R --fail-attempt=K|all --exit-code=C
+//   --fail-rank=R --fail-attempt=K|all --exit-code=C [--fail-after=S: sleep S seconds first]
 //                         on rank R in restart K (or every one), fail with exit code C (after the
 //                         all-reduce when there is one); C=-N raises signal N
 //   --error-file          when failing, write TORCHELASTIC_ERROR_FILE first
@@ -180,6 +180,10 @@ int main(int argc, char** argv) {
   if (!fail_rank.empty() && fail_rank == absl::StrCat(rank) &&
       (Flag(argc, argv, "--fail-attempt", "0") == absl::StrCat(attempt) ||
        Flag(argc, argv, "--fail-attempt") == "all")) {
+    double after = 0;
+    if (absl::SimpleAtod(Flag(argc, argv, "--fail-after", "0"), &after) && after > 0) {
+      absl::SleepFor(absl::Seconds(after));
+    }
     int code = 1;
     (void)absl::SimpleAtoi(Flag(argc, argv, "--exit-code", "1"), &code);
     std::fprintf(stderr, "probe_worker: rank %d failing on purpose in attempt %d\n", rank, attempt);
