@@ -29,6 +29,9 @@ bool HugePages(const Tensor* in, const Tensor* out) {
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle (a "
                "communicator's own inline_bytes option wins).");
+BRAID_ENV_KNOB(kStragglerKnob, "BRAID_STRAGGLER_WINDOW", "1000",
+               "Every this many collectives the ranks compare how long each waited and name a rank that "
+               "persistently arrives last (rank 0 logs it; 0: off).");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
                "All-reduce algorithm: auto, ring, tree, rhd, one-shot, window (shm), peer-access (shm), direct (the "
                "best of the last three for the transport), native (every collective as the transport's engine's "
@@ -89,6 +92,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       native_check_(native_ != nullptr ? absl::StrCat("native ", native_->native_name()) : ""),
       selector_(CapsFor(*transport_, layout_, options), options.thresholds),
       staging_(rank_, transport_name_),
+      stragglers_(device_memory_only_ || rank_ < 0 ? 1 : size_,
+                  options.straggler_window.value_or(static_cast<int>(kStragglerKnob.Int().value_or(1000)))),
       flight_(rank_, size_, transport_name_, 0, name_),
       timeline_(Timeline::FromEnv(rank_, size_,
                                   name_ == "world" ? transport_name_ : absl::StrCat(transport_name_, ", group ", name_))) {
@@ -274,6 +279,7 @@ absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Te
 void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   if (!task.inline_run) flight_.Running(task.args.seq);
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
+  const uint64_t stamp = stragglers_.enabled() ? StragglerMonitor::Stamp() : 0;
   absl::Status status = Agree(task);
   if (status.ok()) {
     if (!device_memory_only_ && HostStaging::Needed(in, out)) {
@@ -283,6 +289,11 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
     } else {
       status = Dispatch(task, in, out);
     }
+  }
+  // Collectives only (point to point is not every rank's): each rank reaches
+  // the window's end at the same one.
+  if (status.ok() && task.args.seq != 0 && stragglers_.Record(stamp, StragglerMonitor::Stamp())) {
+    status = ExchangeStragglerWindow(task);
   }
   const char* algorithm = AlgorithmName(task.algorithm);
   if (timeline_) timeline_->Collective(task.args, algorithm, task.bytes, task.queued, started, absl::Now(), status.ok());

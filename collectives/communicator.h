@@ -50,6 +50,7 @@
 #include "collectives/host_staging.h"
 #include "collectives/scratch.h"
 #include "collectives/selection.h"
+#include "collectives/straggler.h"
 #include "collectives/timeline.h"
 #include "collectives/transport/native_collectives.h"
 #include "collectives/transport/transport.h"
@@ -76,6 +77,9 @@ struct CommunicatorOptions {
   // hierarchical collectives' levels); a process group passes the
   // registry's. Null: no subgroups, no hierarchical.
   SubgroupTransportFactory subgroup_transport;
+  // Straggler reports every this many collectives (0: off). Default:
+  // BRAID_STRAGGLER_WINDOW, else 1000.
+  absl::optional<int> straggler_window;
   // This rank's host, as the host layout sees it (empty: gethostname).
   // Tests name "hosts" on one machine.
   std::string host_name;
@@ -162,6 +166,9 @@ class Communicator {
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr; }
   const char* native_name() const { return native_ != nullptr ? native_->native_name() : "none"; }
+  // The last straggler report (every BRAID_STRAGGLER_WINDOW collectives; the
+  // same on every rank), or one with window 0 before the first. Thread-safe.
+  StragglerReport straggler_report();
   // This communicator's BRAID_TIMELINE trace, or null when it is off. Layers
   // above mark their own events on it (the reducer's buckets). Thread-safe.
   Timeline* timeline() const { return timeline_.get(); }
@@ -221,6 +228,9 @@ class Communicator {
   // Aborts the transport and, once built, the hierarchical levels (by the
   // thread that holds busy_).
   void AbortTransports(const absl::Status& cause);
+  // Every rank's waits over the window that `task` completed: the report
+  // (logged by rank 0 when a rank stands out).
+  absl::Status ExchangeStragglerWindow(const Task& task);
   // Picks the algorithm, then queues the collective, or runs it at once on
   // the calling thread when it is small and nothing else is queued or
   // running: a hand-off to the progress thread costs more than a small
@@ -264,6 +274,7 @@ class Communicator {
   // the first one (the running task only).
   std::unique_ptr<HostLevels> levels_;
   HostStaging staging_;  // the running task only
+  StragglerMonitor stragglers_;  // the running task only
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
@@ -274,6 +285,7 @@ class Communicator {
   // inline) is using the transport.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
+  StragglerReport straggler_report_ ABSL_GUARDED_BY(mu_);
   // Signalled when the progress thread may have work: a task queued, busy_
   // cleared, or stopping_ set. (A condition variable, not an Await: every
   // unlock of mu_ would evaluate the waiter's condition.)

@@ -1,5 +1,5 @@
 // Communicator's groups (communicator.h): its host layout, the hierarchical
-// collectives' levels, and subgroups (Split, NewGroup).
+// collectives' levels, subgroups (Split, NewGroup), and its straggler reports.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "collectives/communicator.h"
 #include "base/fd.h"
@@ -172,6 +173,35 @@ absl::Status Communicator::DispatchSplit(const Task& task) {
   SubsetBootstrap bootstrap(*transport_, job.plan.members, task.args.seq);
   BRAID_ASSIGN_OR_RETURN(job.transport, options_.subgroup_transport(bootstrap, task.args.deadline, same_host));
   return absl::OkStatus();
+}
+
+absl::Status Communicator::ExchangeStragglerWindow(const Task& task) {
+  CollectiveArgs args = task.args;
+  args.kind = CollectiveKind::kStragglers;
+  args.dtype = DType::kU8;
+  args.op = ReduceOp::kSum;
+  args.root = -1;
+  args.count = stragglers_.Mine().size();
+  absl::Status status = RingAllGather(*transport_, args, stragglers_.Mine(), stragglers_.All());
+  if (!status.ok()) return Annotate(status, "straggler report");
+  const StragglerReport report = stragglers_.Analyze();
+  {
+    MutexLock lock(&mu_);
+    straggler_report_ = report;
+  }
+  if (report.rank < 0) return absl::OkStatus();
+  const std::string line =
+      absl::StrCat(DescribeStraggler(report), name_ == "world" ? "" : absl::StrCat(" (group '", name_, "')"));
+  flight_.Note(line);
+  if (timeline_) timeline_->Instant("straggler", Timeline::Track::kCollectives, absl::Now(),
+                                    absl::StrCat("\"rank\": ", report.rank, ", \"behind_ms\": ", report.behind_ms));
+  if (rank_ == 0) BRAID_LOG(WARNING) << line;
+  return absl::OkStatus();
+}
+
+StragglerReport Communicator::straggler_report() {
+  MutexLock lock(&mu_);
+  return straggler_report_;
 }
 
 }  // namespace braid

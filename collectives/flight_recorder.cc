@@ -203,6 +203,16 @@ void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
   }
 }
 
+std::string FlightRecorder::NoteCopy() const {
+  LightMutexLock lock(&mu_);
+  return note_;
+}
+
+void FlightRecorder::Note(std::string line) {
+  LightMutexLock lock(&mu_);
+  note_ = std::move(line);
+}
+
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
   LightMutexLock lock(&mu_);
   std::vector<Entry> entries;
@@ -212,7 +222,7 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
 
 std::string FlightRecorder::ToJson(const std::string& why) const {
   std::string json = absl::StrCat("{\"rank\": ", rank_, ", \"size\": ", size_, ", \"transport\": ", Json(transport_),
-                                  ", \"group\": ", Json(group_), ", \"why\": ", Json(why),
+                                  ", \"group\": ", Json(group_), ", \"why\": ", Json(why), ", \"note\": ", Json(NoteCopy()),
                                   ", \"time_us\": ", absl::ToUnixMicros(absl::Now()),
                                   ", \"pid\": ", getpid(), ", \"entries\": [");
   bool first = true;

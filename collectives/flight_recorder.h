@@ -67,6 +67,9 @@ class FlightRecorder {
   void Running(uint64_t seq);
   void Finished(uint64_t seq, const absl::Status& status);
 
+  // A line the dump carries beside its entries (the last straggler report).
+  void Note(std::string line);
+
   // The entries, oldest first.
   std::vector<Entry> Snapshot() const;
   // This rank's dump as JSON: rank, size, transport, why, time, entries.
@@ -78,6 +81,7 @@ class FlightRecorder {
 
  private:
   Entry* Find(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NoteCopy() const;
 
   const int rank_;
   const int size_;
@@ -87,6 +91,7 @@ class FlightRecorder {
   std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;   // where the next entry goes
   size_t filled_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string note_ ABSL_GUARDED_BY(mu_);
 };
 
 const char* FlightStateName(FlightRecorder::State state);

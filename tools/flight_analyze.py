@@ -59,6 +59,9 @@ def main(argv):
         first_open = (f"; seq {open_[0]['seq']} {open_[0]['op']} {open_[0]['state']}" if open_ else "")
         print(f"  rank {r}: {last}{first_open} (dumped because: {dumps[r]['why'][:120]})")
 
+    for note in sorted({d.get("note", "") for d in dumps.values()} - {""}):
+        print(f"  straggler report: {note}")
+
     findings = []
     # Diverged: the same seq, different collectives.
     all_seqs = sorted(set().union(*[set(s) for s in seqs.values()]))

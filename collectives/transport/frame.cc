@@ -22,6 +22,7 @@ const char* CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kHandshake: return "handshake";
     case CollectiveKind::kCrossCheck: return "crosscheck";
     case CollectiveKind::kSplit: return "split";
+    case CollectiveKind::kStragglers: return "stragglers";
   }
   return "unknown";
 }

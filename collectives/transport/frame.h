@@ -34,6 +34,7 @@ enum class CollectiveKind : uint8_t {
   kHandshake = 9,
   kCrossCheck = 10,  // BRAID_DEBUG=detail: every rank's next collective, before it runs
   kSplit = 11,       // a subgroup's making: colors and keys, then its transport's bootstrap
+  kStragglers = 12,  // every rank's waits over the last window of collectives (straggler.h)
 };
 const char* CollectiveKindName(CollectiveKind kind);
 
