@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full conformance matrix (too slow for CI): every collective x algorithm
 # x transport x dtype x op at 1-8 ranks, sizes up to 1 MiB + 3 elements, plus
-# the transports' own suite, braidrun with 1-8 workers and the MPI suite at
+# the transports' own suite, subgroups and the hierarchical path (every
+# dtype x op), braidrun with 1-8 workers and the MPI suite at
 # 1-6 ranks, optionally under a sanitizer config.
 #
 # Takes over an hour on 2 cores (collectives_test alone: 54 minutes).
@@ -12,4 +13,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=7200 \
   //tests/collectives:collectives_test //tests/collectives/transport:transport_test \
+  //tests/collectives:subgroups_test \
   //tests/launcher:braidrun_test //tests/collectives/transport/mpi:mpi_test
