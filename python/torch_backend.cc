@@ -333,6 +333,18 @@ struct Completion {
 
   // Waits for `next` (its own deadline bounds the wait), copies its results
   // out, and completes its Work and Future.
+  // Python is shutting down: a Future's callbacks and a tensor's release may
+  // take the GIL, which a thread outside Python can no longer get (Python
+  // ends it with a forced unwind, which aborts the process with "terminate
+  // called without an active exception"). What is left is then left alone.
+  static bool PythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+  }
+
   static void Finish(Pending& next) {
     const braid_status status = braid_work_wait(next.work, -1);
     std::exception_ptr error;
@@ -341,6 +353,8 @@ struct Completion {
       error = std::make_exception_ptr(std::runtime_error(braid_last_error()));
     }
     braid_work_free(next.work);
+    next.work = nullptr;
+    if (PythonFinalizing()) return;  // Run leaves `next` to the process's end
     if (!error && next.on_success) {
       try {
         next.on_success();
@@ -364,6 +378,7 @@ struct Completion {
         busy = true;
       }
       Finish(next);
+      if (PythonFinalizing()) new Pending(std::move(next));  // its destructors may need Python: never run them
       {
         std::lock_guard<std::mutex> lock(mu);
         busy = false;
