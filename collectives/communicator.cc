@@ -237,16 +237,21 @@ absl::Status Communicator::Agree(const Task& task) {
   // check instead.
   return CheckAgreement(rank_, size_, task.args, "BRAID_DEBUG=detail",
                         [&](const FrameHeader& mine, absl::Span<FrameHeader> all) {
-                          CollectiveArgs check = task.args;
-                          check.kind = CollectiveKind::kCrossCheck;
-                          check.dtype = DType::kU8;
-                          check.op = ReduceOp::kSum;
-                          check.root = -1;
-                          check.count = sizeof(FrameHeader);
-                          return RingAllGather(*transport_, check, AsBytes(mine),
-                                               absl::MakeSpan(reinterpret_cast<std::byte*>(all.data()),
-                                                              all.size() * sizeof(FrameHeader)));
+                          return GatherBytes(task, CollectiveKind::kCrossCheck, AsBytes(mine),
+                                             absl::MakeSpan(reinterpret_cast<std::byte*>(all.data()),
+                                                            all.size() * sizeof(FrameHeader)));
                         });
+}
+
+absl::Status Communicator::GatherBytes(const Task& task, CollectiveKind kind, absl::Span<const std::byte> mine,
+                                       absl::Span<std::byte> all) {
+  CollectiveArgs args = task.args;
+  args.kind = kind;
+  args.dtype = DType::kU8;
+  args.op = ReduceOp::kSum;
+  args.root = -1;
+  args.count = mine.size();
+  return RingAllGather(*transport_, args, mine, all);
 }
 
 absl::Status Communicator::DispatchNative(const Task& task, const Tensor& in, const Tensor& out) {

@@ -241,6 +241,10 @@ class Communicator {
   Algorithm Resolve(Algorithm requested) const;
   // The agreement check for `task`, when BRAID_DEBUG asks for one.
   absl::Status Agree(const Task& task);
+  // Every rank's `mine` into `all`, by rank: an all-gather framed as `kind`
+  // under `task`'s seq (the agreement check, a split's colors, straggler waits).
+  absl::Status GatherBytes(const Task& task, CollectiveKind kind, absl::Span<const std::byte> mine,
+                           absl::Span<std::byte> all);
   // Runs `task`'s algorithm on `in` and `out` (host memory, or the
   // transport's device memory).
   absl::Status Dispatch(const Task& task, const Tensor& in, const Tensor& out);

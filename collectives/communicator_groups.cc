@@ -11,7 +11,6 @@
 #include "base/status.h"
 #include "collectives/communicator.h"
 #include "base/fd.h"
-#include "collectives/ring.h"
 #include "collectives/run_algorithm.h"
 #include "collectives/transport/subset_bootstrap.h"
 
@@ -145,11 +144,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::RunSplitJob(std::sha
 absl::Status Communicator::DispatchSplit(const Task& task) {
   SplitJob& job = *task.split;
   std::vector<SplitRequest> requests(static_cast<size_t>(size_));
-  CollectiveArgs gather = task.args;
-  gather.dtype = DType::kU8;
-  gather.count = sizeof(SplitRequest);
-  BRAID_RETURN_IF_ERROR(RingAllGather(
-      *transport_, gather, absl::MakeConstSpan(reinterpret_cast<const std::byte*>(&job.request), sizeof(SplitRequest)),
+  BRAID_RETURN_IF_ERROR(GatherBytes(
+      task, CollectiveKind::kSplit,
+      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(&job.request), sizeof(SplitRequest)),
       absl::MakeSpan(reinterpret_cast<std::byte*>(requests.data()), requests.size() * sizeof(SplitRequest))));
   absl::StatusOr<SplitPlan> plan = PlanSplit(requests, rank_);
   if (!plan.ok()) return Annotate(plan.status(), absl::StrCat("rank ", rank_, ": split of group '", name_, "'"));
@@ -176,13 +173,7 @@ absl::Status Communicator::DispatchSplit(const Task& task) {
 }
 
 absl::Status Communicator::ExchangeStragglerWindow(const Task& task) {
-  CollectiveArgs args = task.args;
-  args.kind = CollectiveKind::kStragglers;
-  args.dtype = DType::kU8;
-  args.op = ReduceOp::kSum;
-  args.root = -1;
-  args.count = stragglers_.Mine().size();
-  absl::Status status = RingAllGather(*transport_, args, stragglers_.Mine(), stragglers_.All());
+  absl::Status status = GatherBytes(task, CollectiveKind::kStragglers, stragglers_.Mine(), stragglers_.All());
   if (!status.ok()) return Annotate(status, "straggler report");
   const StragglerReport report = stragglers_.Analyze();
   {
