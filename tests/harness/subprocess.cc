@@ -43,6 +43,15 @@ uint16_t UnusedPort() {
   return listener.ok() ? listener->port() : 0;
 }
 
+uint16_t UnusedPortPair() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    absl::StatusOr<TcpListener> first = TcpListener::Listen("127.0.0.1", 0);
+    if (!first.ok() || first->port() == 65535) continue;
+    if (TcpListener::Listen("127.0.0.1", static_cast<uint16_t>(first->port() + 1)).ok()) return first->port();
+  }
+  return 0;
+}
+
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& set,
             const std::string& tag, const std::vector<std::string>& unset) {
   std::vector<std::string> env_strings;

@@ -34,6 +34,8 @@ std::string Runfile(const std::string& workspace_path);
 std::string ReadFile(const std::string& path);
 // A port nothing listens on now (bound to port 0 and released).
 uint16_t UnusedPort();
+// A port P free together with P + 1 (braidrun's static store takes MASTER_PORT + 1), or 0.
+uint16_t UnusedPortPair();
 
 // Starts argv[0] (a path) with this process's environment minus `unset`, plus
 // `set`; stdout and stderr go to TestTempDir()/<tag>.out and .err. Returns

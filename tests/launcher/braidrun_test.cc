@@ -97,7 +97,7 @@ TEST_CASE("braidrun: two and three nodes on 127.0.0.x form one world through c10
 }
 
 TEST_CASE("braidrun: static backend, two nodes given --node-rank, store on MASTER_PORT+1", "[launcher]") {
-  const uint16_t master_port = UnusedPort();
+  const uint16_t master_port = UnusedPortPair();
   std::vector<pid_t> pids;
   std::vector<std::string> tags;
   for (int node : {1, 0}) {  // node 1 first: it waits for node 0's store

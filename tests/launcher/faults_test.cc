@@ -218,14 +218,15 @@ TEST_CASE("faults: a node whose workers finished rejoins the restart when anothe
   // Node 0's worker exits 0 at once; node 1's fails 1.5 s later in attempt 0.
   for (int max_restarts : {1, 0}) {
     INFO("--max-restarts=" << max_restarts);
-    const uint16_t master_port = UnusedPort();
+    const uint16_t master_port = UnusedPortPair();  // the store takes master_port + 1
     std::vector<pid_t> pids;
     std::vector<std::string> tags;
     for (int node : {1, 0}) {
       tags.push_back(absl::StrCat("late_failure_", max_restarts, "_", node));
       pids.push_back(Spawn(Braidrun({"--nnodes=2", "--nproc-per-node=1", absl::StrCat("--node-rank=", node),
                                      "--master-addr=127.0.0.1", absl::StrCat("--master-port=", master_port),
-                                     "--rdzv-id=late", absl::StrCat("--max-restarts=", max_restarts)},
+                                     "--rdzv-id=late", absl::StrCat("--max-restarts=", max_restarts),
+                                     "--rdzv-conf=join_timeout=20"},
                                     {"--fail-rank=1", "--fail-after=1.5"}),
                            {{"BRAID_JOB_SECRET", "late-secret"}}, tags.back(), kWorkerContract));
     }
