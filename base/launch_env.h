@@ -44,6 +44,9 @@ inline constexpr char kStoreAddr[] = "BRAID_STORE_ADDR";
 inline constexpr char kStorePrefix[] = "BRAID_STORE_PREFIX";
 inline constexpr char kJobSecret[] = "BRAID_JOB_SECRET";
 inline constexpr char kFlightDir[] = "BRAID_FLIGHT_DIR";
+// Set to "1" for a worker that braidrun starts to replace a failed one
+// (--restart-policy=replace): it joins the running group (runtime/elastic.h).
+inline constexpr char kJoinRunning[] = "BRAID_JOIN_RUNNING";
 
 }  // namespace braid::launch_env
 

@@ -18,19 +18,14 @@
 // with one process trained on the combined batches within 1e-4.
 //
 // Run without a launcher (no RANK), it trains as a single process.
-#include <cblas.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,30 +42,13 @@
 #include "base/flags.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "examples/mlp.h"
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
 #include "tensor/tensor.h"
 
 namespace braid::examples {
 namespace {
-
-constexpr int kInputs = 1000;
-constexpr int kClasses = 10;
-
-struct Flags {
-  int epochs = 3;
-  int batch_size = 64;
-  double lr = 0.05;
-  std::string model = "small";
-  int samples = 8192;
-  uint64_t seed = 1;
-  std::string checkpoint_dir;
-  bool check = false;
-  int check_steps = 5;
-  std::string hook = "allreduce";
-  int bench_steps = 0;
-  bool no_sync = false;
-};
 
 // The flags (base/flags.h), writing into *f, which must outlive them.
 std::vector<Flag> TrainFlags(Flags* f) {
@@ -143,313 +121,24 @@ std::vector<Flag> TrainFlags(Flags* f) {
                    "time N steps after 3 warm-up steps and print one JSON line (rank 0) instead of training epochs",
                    integer(&f->bench_steps)});
   flags.push_back({0, "no-sync", "", "every iteration in a NoSync scope (for the bench)", boolean(&f->no_sync)});
+  flags.push_back({0, "recovery", "restart|in-place",
+                   "after a rank dies: braidrun restarts everyone from the newest checkpoint (restart, the default), "
+                   "or the survivors regroup in place and go on (in-place; run under braidrun "
+                   "--restart-policy=replace so the dead rank is replaced)",
+                   one_of(&f->recovery, {"restart", "in-place"})});
+  flags.push_back({0, "min-ranks", "N", "in-place: with fewer ranks left, fall back to a restart (default 1)",
+                   integer(&f->min_ranks, true)});
+  flags.push_back({0, "step-log", "DIR", "append \"step world unix_ns\" per finished step to DIR/<rank>.<pid>.steps",
+                   [f](absl::string_view v) -> absl::Status {
+                     f->step_log = std::string(v);
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "step-sleep-ms", "N", "sleep N ms after each step (default 0)", integer(&f->step_sleep_ms)});
+  flags.push_back({0, "verify-steps", "", "in-place: compare every rank's parameters after every step",
+                   boolean(&f->verify_steps)});
   return flags;
 }
 
-// splitmix64: a tiny deterministic generator, identical on every rank.
-struct Rng {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float Uniform() { return static_cast<float>(Next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }  // [-1, 1)
-};
-
-// A synthetic classification set: uniform inputs, labels from a fixed
-// random linear teacher, so the loss really goes down.
-struct Dataset {
-  int size = 0;
-  std::vector<float> x;  // size x kInputs
-  std::vector<int> y;
-
-  static Dataset Make(int size, uint64_t seed) {
-    Dataset d;
-    d.size = size;
-    d.x.resize(static_cast<size_t>(size) * kInputs);
-    d.y.resize(static_cast<size_t>(size));
-    Rng teacher_rng{seed * 7919 + 17};
-    std::vector<float> teacher(static_cast<size_t>(kClasses) * kInputs);
-    for (float& t : teacher) t = teacher_rng.Uniform();
-    Rng rng{seed};
-    for (int i = 0; i < size; ++i) {
-      float* row = &d.x[static_cast<size_t>(i) * kInputs];
-      for (int k = 0; k < kInputs; ++k) row[k] = rng.Uniform();
-      int best = 0;
-      float best_score = -1e30f;
-      for (int c = 0; c < kClasses; ++c) {
-        float score = 0;
-        for (int k = 0; k < kInputs; ++k) score += teacher[static_cast<size_t>(c) * kInputs + k] * row[k];
-        if (score > best_score) best_score = score, best = c;
-      }
-      d.y[static_cast<size_t>(i)] = best;
-    }
-    return d;
-  }
-};
-
-// torch.utils.data.DistributedSampler(shuffle=True, drop_last=False): one
-// permutation per epoch (same on every rank), padded to a multiple of the
-// world size, rank r takes positions r, r + W, ...; then batches of
-// batch_size (the last partial batch dropped, as DataLoader(drop_last=True)).
-std::vector<std::vector<int>> RankBatches(int size, int epoch, uint64_t seed, int rank, int world, int batch) {
-  std::vector<int> perm(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) perm[static_cast<size_t>(i)] = i;
-  Rng rng{seed * 1000003 + static_cast<uint64_t>(epoch)};
-  for (int i = size - 1; i > 0; --i) std::swap(perm[static_cast<size_t>(i)], perm[rng.Next() % static_cast<uint64_t>(i + 1)]);
-  const int padded = (size + world - 1) / world * world;
-  for (int i = size; i < padded; ++i) perm.push_back(perm[static_cast<size_t>(i - size)]);
-  std::vector<int> mine;
-  for (int i = rank; i < padded; i += world) mine.push_back(perm[static_cast<size_t>(i)]);
-  std::vector<std::vector<int>> batches;
-  for (size_t start = 0; start + static_cast<size_t>(batch) <= mine.size(); start += static_cast<size_t>(batch)) {
-    batches.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(start),
-                         mine.begin() + static_cast<std::ptrdiff_t>(start) + batch);
-  }
-  return batches;
-}
-
-std::vector<int> LayerSizes(const std::string& model) {
-  if (model == "large") return {kInputs, 4096, 4096, 1024, kClasses};
-  return {kInputs, 512, kClasses};
-}
-
-// The MLP: parameters [W1, b1, W2, b2, ...], W_l of shape [out, in] (as
-// torch.nn.Linear). Activations are kept per batch for backward.
-class Mlp {
- public:
-  explicit Mlp(std::vector<int> sizes, uint64_t seed) : sizes_(std::move(sizes)) {
-    Rng rng{seed * 31 + 5};
-    for (size_t l = 0; l + 1 < sizes_.size(); ++l) {
-      const int in = sizes_[l];
-      const int out = sizes_[l + 1];
-      const float bound = 1.0f / std::sqrt(static_cast<float>(in));  // torch's default Linear init range
-      std::vector<float> w(static_cast<size_t>(out) * in), b(static_cast<size_t>(out));
-      for (float& v : w) v = bound * rng.Uniform();
-      for (float& v : b) v = bound * rng.Uniform();
-      params_.push_back(std::move(w));
-      params_.push_back(std::move(b));
-    }
-  }
-
-  int layers() const { return static_cast<int>(sizes_.size()) - 1; }
-  std::vector<std::vector<float>>& params() { return params_; }
-  Shape ParamShape(size_t i) const {
-    const size_t l = i / 2;
-    if (i % 2 == 0) return {sizes_[l + 1], sizes_[l]};
-    return {sizes_[l + 1]};
-  }
-  int64_t num_parameters() const {
-    int64_t n = 0;
-    for (const auto& p : params_) n += static_cast<int64_t>(p.size());
-    return n;
-  }
-
-  // Forward and backward over `batch` rows of the data set; writes every
-  // gradient into grads[i] (overwriting) and calls ready(i) as soon as
-  // gradient i is final, last layer first. Returns the mean loss.
-  template <typename Ready>
-  float Step(const Dataset& data, const std::vector<int>& batch, const std::vector<float*>& grads, Ready&& ready) {
-    const int n = static_cast<int>(batch.size());
-    const int L = layers();
-    acts_.resize(static_cast<size_t>(L) + 1);
-    acts_[0].resize(static_cast<size_t>(n) * kInputs);
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(&acts_[0][static_cast<size_t>(r) * kInputs], &data.x[static_cast<size_t>(batch[static_cast<size_t>(r)]) * kInputs],
-                  sizeof(float) * kInputs);
-    }
-    for (int l = 0; l < L; ++l) {
-      const int in = sizes_[static_cast<size_t>(l)];
-      const int out = sizes_[static_cast<size_t>(l) + 1];
-      std::vector<float>& z = acts_[static_cast<size_t>(l) + 1];
-      z.resize(static_cast<size_t>(n) * out);
-      const float* b = params_[2 * static_cast<size_t>(l) + 1].data();
-      for (int r = 0; r < n; ++r) std::memcpy(&z[static_cast<size_t>(r) * out], b, sizeof(float) * out);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, acts_[static_cast<size_t>(l)].data(), in,
-                  params_[2 * static_cast<size_t>(l)].data(), in, 1.0f, z.data(), out);
-      if (l + 1 < L) {
-        for (float& v : z) v = v > 0 ? v : 0;  // ReLU in place: backward uses (a > 0)
-      }
-    }
-    // Softmax cross-entropy, mean over the batch.
-    std::vector<float>& logits = acts_[static_cast<size_t>(L)];
-    std::vector<float> dz(static_cast<size_t>(n) * kClasses);
-    double loss = 0;
-    for (int r = 0; r < n; ++r) {
-      const float* row = &logits[static_cast<size_t>(r) * kClasses];
-      const float top = *std::max_element(row, row + kClasses);
-      double sum = 0;
-      for (int c = 0; c < kClasses; ++c) sum += std::exp(static_cast<double>(row[c] - top));
-      const int label = data.y[static_cast<size_t>(batch[static_cast<size_t>(r)])];
-      loss += std::log(sum) - (row[label] - top);
-      for (int c = 0; c < kClasses; ++c) {
-        const double p = std::exp(static_cast<double>(row[c] - top)) / sum;
-        dz[static_cast<size_t>(r) * kClasses + c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / n);
-      }
-    }
-    for (int l = L - 1; l >= 0; --l) {
-      const int in = sizes_[static_cast<size_t>(l)];
-      const int out = sizes_[static_cast<size_t>(l) + 1];
-      float* db = grads[2 * static_cast<size_t>(l) + 1];
-      for (int o = 0; o < out; ++o) db[o] = 0;
-      for (int r = 0; r < n; ++r) {
-        for (int o = 0; o < out; ++o) db[o] += dz[static_cast<size_t>(r) * out + o];
-      }
-      ready(2 * l + 1);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dz.data(), out,
-                  acts_[static_cast<size_t>(l)].data(), in, 0.0f, grads[2 * static_cast<size_t>(l)], in);
-      ready(2 * l);
-      if (l == 0) break;
-      std::vector<float> da(static_cast<size_t>(n) * in);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dz.data(), out,
-                  params_[2 * static_cast<size_t>(l)].data(), in, 0.0f, da.data(), in);
-      const std::vector<float>& a = acts_[static_cast<size_t>(l)];
-      for (size_t k = 0; k < da.size(); ++k) da[k] = a[k] > 0 ? da[k] : 0;
-      dz = std::move(da);
-    }
-    return static_cast<float>(loss / n);
-  }
-
-  void Sgd(const std::vector<float*>& grads, float lr) {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      cblas_saxpy(static_cast<int>(params_[i].size()), -lr, grads[i], 1, params_[i].data(), 1);
-    }
-  }
-
- private:
-  std::vector<int> sizes_;
-  std::vector<std::vector<float>> params_;
-  std::vector<std::vector<float>> acts_;
-};
-
-uint64_t HashParams(Mlp& model) {
-  uint64_t hash = 1469598103934665603ull;
-  for (const auto& p : model.params()) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data());
-    for (size_t k = 0; k < p.size() * sizeof(float); ++k) {
-      hash ^= bytes[k];
-      hash *= 1099511628211ull;
-    }
-  }
-  return hash;
-}
-
-// ---------------------------------------------------------------------------
-// Checkpoints: "BRAIDMLP" | epoch i64 | count i64 | per tensor: numel i64, floats | FNV-1a u64 of all before.
-
-std::string CheckpointPath(const std::string& dir, int epoch) {
-  return absl::StrFormat("%s/ckpt-%06d.bin", dir, epoch);
-}
-
-absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("write ", path));
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SaveCheckpoint(const std::string& dir, int epoch, Mlp& model) {
-  std::string blob = "BRAIDMLP";
-  auto put = [&](const void* data, size_t size) { blob.append(static_cast<const char*>(data), size); };
-  const int64_t e = epoch;
-  const int64_t count = static_cast<int64_t>(model.params().size());
-  put(&e, sizeof(e));
-  put(&count, sizeof(count));
-  for (const auto& p : model.params()) {
-    const int64_t numel = static_cast<int64_t>(p.size());
-    put(&numel, sizeof(numel));
-    put(p.data(), p.size() * sizeof(float));
-  }
-  uint64_t hash = 1469598103934665603ull;
-  for (char c : blob) hash = (hash ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  put(&hash, sizeof(hash));
-
-  const std::string final_path = CheckpointPath(dir, epoch);
-  const std::string tmp = absl::StrCat(final_path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("create ", tmp));
-  absl::Status status = WriteAll(fd, blob.data(), blob.size(), tmp);
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
-  ::close(fd);
-  if (status.ok() && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("rename ", tmp, " -> ", final_path));
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // make the rename durable
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
-}
-
-// The newest checkpoint in `dir` that reads back whole and fits the model;
-// returns its epoch (0 = none). Damaged files are skipped with a warning.
-absl::StatusOr<int> LoadNewestCheckpoint(const std::string& dir, Mlp& model) {
-  std::vector<int> epochs;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* entry = ::readdir(d)) {
-      int epoch = 0;
-      char tail = 0;
-      if (std::sscanf(entry->d_name, "ckpt-%d.bi%c", &epoch, &tail) == 2 && tail == 'n' &&
-          std::strlen(entry->d_name) == 15) {
-        epochs.push_back(epoch);
-      }
-    }
-    ::closedir(d);
-  }
-  std::sort(epochs.rbegin(), epochs.rend());
-  for (int epoch : epochs) {
-    const std::string path = CheckpointPath(dir, epoch);
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) continue;
-    std::string blob;
-    char buffer[1 << 16];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) blob.append(buffer, n);
-    std::fclose(f);
-    size_t expected = 8 + 16 + 8;
-    for (const auto& p : model.params()) expected += 8 + p.size() * sizeof(float);
-    bool ok = blob.size() == expected && blob.compare(0, 8, "BRAIDMLP") == 0;
-    if (ok) {
-      uint64_t hash = 1469598103934665603ull, stored = 0;
-      for (size_t k = 0; k + 8 < blob.size(); ++k) hash = (hash ^ static_cast<uint8_t>(blob[k])) * 1099511628211ull;
-      std::memcpy(&stored, blob.data() + blob.size() - 8, 8);
-      ok = hash == stored;
-    }
-    if (!ok) {
-      BRAID_LOG(WARNING) << "train_mlp: skipping damaged or foreign checkpoint " << path;
-      continue;
-    }
-    size_t at = 24;
-    for (auto& p : model.params()) {
-      at += 8;
-      std::memcpy(p.data(), blob.data() + at, p.size() * sizeof(float));
-      at += p.size() * sizeof(float);
-    }
-    return epoch;
-  }
-  return 0;
-}
-
-// ---------------------------------------------------------------------------
-
-std::vector<Tensor> ParamTensors(Mlp& model) {
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < model.params().size(); ++i) {
-    out.push_back(Tensor::View(model.params()[i].data(), model.ParamShape(i), DType::kF32));
-  }
-  return out;
-}
 
 struct Trainer {
   Flags flags;
@@ -591,6 +280,12 @@ absl::Status Run(const Flags& flags) {
     ::setenv("RANK", "0", 1);  // no launcher: one process
     ::setenv("WORLD_SIZE", "1", 1);
   }
+  if (flags.recovery == "in-place") {
+    if (flags.check || flags.bench_steps > 0 || flags.no_sync) {
+      return absl::InvalidArgumentError("--recovery=in-place trains only (not with --check, --bench-steps, --no-sync)");
+    }
+    return TrainInPlace(flags);
+  }
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, InitFromEnv());
   Trainer t;
   t.flags = flags;
@@ -641,14 +336,18 @@ absl::Status Run(const Flags& flags) {
                 flags.batch_size, flags.samples, flags.lr);
     std::fflush(stdout);
   }
+  StepLog step_log(flags.step_log, group->rank());
   for (int epoch = start_epoch; epoch < flags.epochs; ++epoch) {
     const std::vector<std::vector<int>> batches =
         RankBatches(flags.samples, epoch, flags.seed, group->rank(), group->size(), flags.batch_size);
     const absl::Time start = absl::Now();
     double loss_sum = 0;
-    for (const std::vector<int>& batch : batches) {
-      BRAID_ASSIGN_OR_RETURN(float loss, t.Step(batch));
+    for (size_t b = 0; b < batches.size(); ++b) {
+      BRAID_ASSIGN_OR_RETURN(float loss, t.Step(batches[b]));
       loss_sum += loss;
+      step_log.Finished(static_cast<int64_t>(epoch) * static_cast<int64_t>(batches.size()) + static_cast<int64_t>(b),
+                        group->size());
+      if (flags.step_sleep_ms > 0) absl::SleepFor(absl::Milliseconds(flags.step_sleep_ms));
     }
     // The epoch's mean loss over every rank.
     BRAID_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({1}, DType::kF64));

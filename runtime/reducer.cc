@@ -173,6 +173,12 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
   return reducer;
 }
 
+absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Recover(ProcessGroup& group) const {
+  std::vector<Tensor> gradients;
+  for (const Variable& var : vars_) gradients.push_back(var.grad);
+  return Create(group, std::move(gradients), options_);
+}
+
 Reducer::Reducer(ProcessGroup& group, std::vector<Tensor> gradients, ReducerOptions options, absl::Duration timeout)
     : group_(group),
       comm_(group.comm()),

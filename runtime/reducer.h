@@ -144,6 +144,12 @@ class Reducer {
   // `group` must outlive the reducer. Gradients must be contiguous.
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(ProcessGroup& group, std::vector<Tensor> gradients,
                                                          ReducerOptions options = {});
+  // After an in-place recovery (runtime/elastic.h): a new reducer over
+  // `group`, the regrouped ranks' process group, with this one's gradients
+  // and options. Collective over `group`. The iteration this one had in
+  // flight is dropped (its reductions failed with the old communicator);
+  // destroy this one after (it still refers to its own group).
+  absl::StatusOr<std::unique_ptr<Reducer>> Recover(ProcessGroup& group) const;
   // Waits (bounded by the deadline) for reductions still in flight.
   ~Reducer();
   Reducer(const Reducer&) = delete;

@@ -115,10 +115,11 @@ const TransportEntry* FindTransport(absl::string_view name) {
   return nullptr;
 }
 
-bool IsAutoTransport(absl::string_view requested) {
-  const std::string name = requested.empty() ? kTransportKnob.String() : std::string(requested);
-  return absl::AsciiStrToLower(name) == "auto";
+std::string RequestedTransport(absl::string_view requested) {
+  return absl::AsciiStrToLower(requested.empty() ? kTransportKnob.String() : std::string(requested));
 }
+
+bool IsAutoTransport(absl::string_view requested) { return RequestedTransport(requested) == "auto"; }
 
 absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstrap& bootstrap, Deadline deadline) {
   const std::string name = requested.empty() ? kTransportKnob.String() : std::string(requested);

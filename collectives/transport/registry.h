@@ -67,6 +67,8 @@ absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstr
 
 // Whether `requested` (as ChooseTransport takes it) leaves the choice to auto.
 bool IsAutoTransport(absl::string_view requested);
+// The transport asked for: `requested`, else BRAID_TRANSPORT; lower case.
+std::string RequestedTransport(absl::string_view requested);
 
 // ChooseTransport, then that entry's create.
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(absl::string_view requested, Bootstrap& bootstrap,

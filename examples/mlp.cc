@@ -1,0 +1,213 @@
+#include "examples/mlp.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/logging.h"
+#include "base/status.h"
+
+namespace braid::examples {
+
+StepLog::StepLog(const std::string& dir, int rank) {
+  if (dir.empty()) return;
+  ::mkdir(dir.c_str(), 0755);
+  const std::string path = absl::StrCat(dir, "/", rank, ".", ::getpid(), ".steps");
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) BRAID_LOG(WARNING) << "train_mlp: cannot write " << path << ": " << std::strerror(errno);
+}
+
+StepLog::~StepLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void StepLog::Finished(int64_t step, int world) {
+  if (fd_ < 0) return;
+  const std::string line = absl::StrCat(step, " ", world, " ", absl::ToUnixNanos(absl::Now()), "\n");
+  (void)!::write(fd_, line.data(), line.size());
+}
+
+Dataset Dataset::Make(int size, uint64_t seed) {
+  Dataset d;
+  d.size = size;
+  d.x.resize(static_cast<size_t>(size) * kInputs);
+  d.y.resize(static_cast<size_t>(size));
+  Rng teacher_rng{seed * 7919 + 17};
+  std::vector<float> teacher(static_cast<size_t>(kClasses) * kInputs);
+  for (float& t : teacher) t = teacher_rng.Uniform();
+  Rng rng{seed};
+  for (int i = 0; i < size; ++i) {
+    float* row = &d.x[static_cast<size_t>(i) * kInputs];
+    for (int k = 0; k < kInputs; ++k) row[k] = rng.Uniform();
+    int best = 0;
+    float best_score = -1e30f;
+    for (int c = 0; c < kClasses; ++c) {
+      float score = 0;
+      for (int k = 0; k < kInputs; ++k) score += teacher[static_cast<size_t>(c) * kInputs + k] * row[k];
+      if (score > best_score) best_score = score, best = c;
+    }
+    d.y[static_cast<size_t>(i)] = best;
+  }
+  return d;
+}
+
+std::vector<int> EpochOrder(int size, int epoch, uint64_t seed, int world) {
+  std::vector<int> perm(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) perm[static_cast<size_t>(i)] = i;
+  Rng rng{seed * 1000003 + static_cast<uint64_t>(epoch)};
+  for (int i = size - 1; i > 0; --i) std::swap(perm[static_cast<size_t>(i)], perm[rng.Next() % static_cast<uint64_t>(i + 1)]);
+  const int padded = (size + world - 1) / world * world;
+  for (int i = size; i < padded; ++i) perm.push_back(perm[static_cast<size_t>(i - size)]);
+  return perm;
+}
+
+std::vector<std::vector<int>> RankBatches(int size, int epoch, uint64_t seed, int rank, int world, int batch) {
+  const std::vector<int> perm = EpochOrder(size, epoch, seed, world);
+  std::vector<int> mine;
+  for (size_t i = static_cast<size_t>(rank); i < perm.size(); i += static_cast<size_t>(world)) mine.push_back(perm[i]);
+  std::vector<std::vector<int>> batches;
+  for (size_t start = 0; start + static_cast<size_t>(batch) <= mine.size(); start += static_cast<size_t>(batch)) {
+    batches.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(start),
+                         mine.begin() + static_cast<std::ptrdiff_t>(start) + batch);
+  }
+  return batches;
+}
+
+std::vector<int> LayerSizes(const std::string& model) {
+  if (model == "large") return {kInputs, 4096, 4096, 1024, kClasses};
+  return {kInputs, 512, kClasses};
+}
+
+uint64_t HashParams(Mlp& model) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const auto& p : model.params()) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data());
+    for (size_t k = 0; k < p.size() * sizeof(float); ++k) {
+      hash ^= bytes[k];
+      hash *= 1099511628211ull;
+    }
+  }
+  return hash;
+}
+
+std::string CheckpointPath(const std::string& dir, int epoch) {
+  return absl::StrFormat("%s/ckpt-%06d.bin", dir, epoch);
+}
+
+namespace {
+
+absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("write ", path));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SaveCheckpoint(const std::string& dir, int epoch, Mlp& model) {
+  std::string blob = "BRAIDMLP";
+  auto put = [&](const void* data, size_t size) { blob.append(static_cast<const char*>(data), size); };
+  const int64_t e = epoch;
+  const int64_t count = static_cast<int64_t>(model.params().size());
+  put(&e, sizeof(e));
+  put(&count, sizeof(count));
+  for (const auto& p : model.params()) {
+    const int64_t numel = static_cast<int64_t>(p.size());
+    put(&numel, sizeof(numel));
+    put(p.data(), p.size() * sizeof(float));
+  }
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : blob) hash = (hash ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  put(&hash, sizeof(hash));
+
+  const std::string final_path = CheckpointPath(dir, epoch);
+  const std::string tmp = absl::StrCat(final_path, ".tmp.", ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("create ", tmp));
+  absl::Status status = WriteAll(fd, blob.data(), blob.size(), tmp);
+  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
+  ::close(fd);
+  if (status.ok() && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("rename ", tmp, " -> ", final_path));
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // make the rename durable
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> LoadNewestCheckpoint(const std::string& dir, Mlp& model) {
+  std::vector<int> epochs;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* entry = ::readdir(d)) {
+      int epoch = 0;
+      char tail = 0;
+      if (std::sscanf(entry->d_name, "ckpt-%d.bi%c", &epoch, &tail) == 2 && tail == 'n' &&
+          std::strlen(entry->d_name) == 15) {
+        epochs.push_back(epoch);
+      }
+    }
+    ::closedir(d);
+  }
+  std::sort(epochs.rbegin(), epochs.rend());
+  for (int epoch : epochs) {
+    const std::string path = CheckpointPath(dir, epoch);
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) continue;
+    std::string blob;
+    char buffer[1 << 16];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) blob.append(buffer, n);
+    std::fclose(f);
+    size_t expected = 8 + 16 + 8;
+    for (const auto& p : model.params()) expected += 8 + p.size() * sizeof(float);
+    bool ok = blob.size() == expected && blob.compare(0, 8, "BRAIDMLP") == 0;
+    if (ok) {
+      uint64_t hash = 1469598103934665603ull, stored = 0;
+      for (size_t k = 0; k + 8 < blob.size(); ++k) hash = (hash ^ static_cast<uint8_t>(blob[k])) * 1099511628211ull;
+      std::memcpy(&stored, blob.data() + blob.size() - 8, 8);
+      ok = hash == stored;
+    }
+    if (!ok) {
+      BRAID_LOG(WARNING) << "train_mlp: skipping damaged or foreign checkpoint " << path;
+      continue;
+    }
+    size_t at = 24;
+    for (auto& p : model.params()) {
+      at += 8;
+      std::memcpy(p.data(), blob.data() + at, p.size() * sizeof(float));
+      at += p.size() * sizeof(float);
+    }
+    return epoch;
+  }
+  return 0;
+}
+
+std::vector<Tensor> ParamTensors(Mlp& model) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    out.push_back(Tensor::View(model.params()[i].data(), model.ParamShape(i), DType::kF32));
+  }
+  return out;
+}
+
+}  // namespace braid::examples
