@@ -96,6 +96,15 @@ inline void Wait(absl::CondVar* cv, absl::Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIR
   TsanAcquire(mu);
 }
 
+// As Wait, giving up after `timeout`; true when it timed out.
+inline bool WaitWithTimeout(absl::CondVar* cv, absl::Mutex* mu, absl::Duration timeout)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  TsanRelease(mu);
+  const bool timed_out = cv->WaitWithTimeout(mu, timeout);
+  TsanAcquire(mu);
+  return timed_out;
+}
+
 // As Await, giving up at `deadline`; true when the condition held.
 inline bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& condition, absl::Time deadline)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -104,6 +104,7 @@ ElasticGroup::~ElasticGroup() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
+    epoch_changed_.Signal();
   }
   if (watcher_.joinable()) watcher_.join();
   std::unique_ptr<ProcessGroup> current;
@@ -265,6 +266,7 @@ absl::Status ElasticGroup::Build(int64_t epoch, std::vector<Member> members) {
   members_ = std::move(members);
   watched_epoch_ = epoch;
   revoked_ = absl::OkStatus();
+  epoch_changed_.Signal();
   return absl::OkStatus();
 }
 
@@ -291,7 +293,7 @@ void ElasticGroup::Watch() {
       epoch = watched_epoch_;
       if (!revoked_.ok()) {
         // Seen: wait for the next epoch (or the end).
-        mu_.AwaitWithTimeout(absl::Condition(this, &ElasticGroup::WatchedEpochOver), kWatchSlice);
+        if (!WatchedEpochOver()) WaitWithTimeout(&epoch_changed_, &mu_, kWatchSlice);
         continue;
       }
     }

@@ -137,6 +137,9 @@ class ElasticGroup {
   int64_t watched_epoch_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Status revoked_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Signalled when watched_epoch_ moves on or stopping_ is set (a condition
+  // variable, not an Await: see communicator.h).
+  absl::CondVar epoch_changed_;
   std::thread watcher_;
 };
 
