@@ -32,7 +32,8 @@ constexpr char kPrefix[] = "job";
 // A job of elastic_workers around a store of the test's own.
 class Job {
  public:
-  explicit Job(int world, std::string timeout_sec = "3") : world_(world), timeout_sec_(std::move(timeout_sec)) {
+  explicit Job(int world, std::string timeout_sec = "3", std::string transport = "auto")
+      : world_(world), timeout_sec_(std::move(timeout_sec)), transport_(std::move(transport)) {
     absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("127.0.0.1", 0, {});
     REQUIRE(server.ok());
     server_ = std::move(*server);
@@ -57,9 +58,10 @@ class Job {
         {"BRAID_STORE_PREFIX", kPrefix},
         {"BRAID_TIMEOUT_SEC", timeout_sec_},
         {"BRAID_JOIN_RUNNING", joining ? "1" : "0"},
+        {"BRAID_TRANSPORT", transport_},
     };
     const std::string tag = absl::StrCat("elastic_", id, "_", tags_.size());
-    const pid_t pid = Spawn(argv, env, tag, {"BRAID_TRANSPORT", "BRAID_JOB_SECRET"});
+    const pid_t pid = Spawn(argv, env, tag, {"BRAID_JOB_SECRET"});
     REQUIRE(pid > 0);
     pids_.push_back(pid);
     tags_.push_back(tag);
@@ -94,6 +96,7 @@ class Job {
  private:
   int world_;
   std::string timeout_sec_;
+  std::string transport_;
   std::unique_ptr<StoreServer> server_;
   std::shared_ptr<Store> store_;
   std::vector<pid_t> pids_;
@@ -108,7 +111,9 @@ void RequireDone(const ProcessExit& exit, const std::string& members, int rounds
 }
 
 TEST_CASE("elastic: survivors of a kill -9 regroup in place and finish the rounds", "[elastic]") {
-  Job job(4);
+  const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");  // auto: shm on one host
+  INFO("BRAID_TRANSPORT=" << transport);
+  Job job(4, "3", transport);
   job.StartAll();
   job.AwaitKey(membership::MembersKey(0));
   absl::SleepFor(absl::Milliseconds(300));
@@ -124,6 +129,7 @@ TEST_CASE("elastic: survivors of a kill -9 regroup in place and finish the round
   // The agent named the dead process: nobody waited for its timeout (3 s).
   REQUIRE(decided < absl::Seconds(2));
   REQUIRE(absl::StrContains(exits[0].out, "regrouped, epoch 1, 3 ranks"));
+  REQUIRE(absl::StrContains(exits[0].out, absl::StrCat("over ", transport == "tcp" ? "tcp" : "shm")));
 }
 
 TEST_CASE("elastic: two ranks killed at once", "[elastic]") {

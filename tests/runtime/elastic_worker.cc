@@ -84,8 +84,9 @@ absl::Status Run(int argc, char** argv) {
                 std::string(status.message()).c_str());
     std::fflush(stdout);
     BRAID_RETURN_IF_ERROR(elastic->Reform(status));
-    std::printf("id %d: regrouped, epoch %lld, %d ranks\n", elastic->id(), static_cast<long long>(elastic->epoch()),
-                elastic->group().size());
+    std::printf("id %d: regrouped, epoch %lld, %d ranks over %s\n", elastic->id(),
+                static_cast<long long>(elastic->epoch()), elastic->group().size(),
+                elastic->group().comm().transport_name());
     std::fflush(stdout);
     status = SyncRound(*elastic, &round);
   }
