@@ -23,7 +23,9 @@
 #include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "launcher/job_store.h"
 #include "launcher/rendezvous.h"
+#include "launcher/replace_policy.h"
 #include "launcher/worker_group.h"
 #include "store/tcp_store.h"
 
@@ -32,7 +34,6 @@ extern char** environ;
 namespace braid {
 namespace {
 
-constexpr int kDefaultMasterPort = 29500;
 constexpr char kShutdownPrefix[] = "shutdown: ";
 // How long a failure waits for its peers' exits, to report the cause first.
 constexpr absl::Duration kFailureSettle = absl::Milliseconds(200);
@@ -56,71 +57,6 @@ absl::StatusOr<uint16_t> FreePort(const std::string& host) {
   return listener.port();
 }
 
-// The job's store: hosted here, or reached at the endpoint.
-struct JobStore {
-  std::unique_ptr<StoreServer> server;
-  std::shared_ptr<Store> client;
-  HostPort address;  // what workers and other agents connect to
-};
-
-// The job's secret: BRAID_JOB_SECRET(_FILE) when given (every node of a
-// multi-node job needs the same one), else a fresh one for a single-node job,
-// exported so the workers inherit it.
-absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o) {
-  BRAID_ASSIGN_OR_RETURN(JobSecret secret, JobSecret::FromEnv());
-  if (secret.enabled()) return secret;
-  if (o.max_nodes > 1) {
-    Say("warning: no job secret (BRAID_JOB_SECRET or BRAID_JOB_SECRET_FILE on every node): the store and the "
-        "workers' connections admit anyone who can reach them");
-    return secret;
-  }
-  BRAID_ASSIGN_OR_RETURN(std::string generated, JobSecret::Generate());
-  setenv(launch_env::kJobSecret, generated.c_str(), 1);  // still single-threaded here
-  return JobSecret(generated);
-}
-
-absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline) {
-  JobStore job;
-  std::string endpoint = o.rdzv_endpoint;
-  bool may_host = true;
-  if (o.standalone || (o.max_nodes == 1 && endpoint.empty())) {
-    endpoint = "127.0.0.1:0";  // one node: a private store on a free port
-  } else if (o.rdzv_backend == "static") {
-    if (endpoint.empty()) {
-      // MASTER_PORT stays free for a PyTorch script's own store.
-      const int master_port = o.master_port > 0 ? o.master_port : kDefaultMasterPort;
-      endpoint = absl::StrCat(o.master_addr.empty() ? "127.0.0.1" : o.master_addr, ":", master_port + 1);
-    }
-    may_host = o.node_rank == 0;
-  }
-  BRAID_ASSIGN_OR_RETURN(job.address, ParseHostPort(endpoint, kDefaultRdzvPort));
-  if (o.is_host >= 0) may_host = o.is_host == 1;
-  if (o.is_host < 0 && !o.local_addr.empty() && o.rdzv_backend == "c10d") may_host = o.local_addr == job.address.host;
-
-  absl::Status host_error = absl::OkStatus();
-  if (may_host) {
-    StoreServerOptions server_options;
-    server_options.secret = secret;
-    absl::StatusOr<std::unique_ptr<StoreServer>> server =
-        StoreServer::Start(job.address.host, job.address.port, server_options);
-    if (server.ok()) {
-      job.server = std::move(*server);
-      job.address.port = job.server->port();
-    } else {
-      host_error = server.status();  // another agent on this host may have it
-    }
-  }
-  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline, secret);
-  if (!client.ok()) {
-    std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
-                                   client.status().message());
-    if (!host_error.ok()) absl::StrAppend(&why, " (hosting it here failed too: ", host_error.message(), ")");
-    return absl::UnavailableError(why);
-  }
-  job.client = std::move(*client);
-  return job;
-}
-
 void RemoveTree(const std::string& path) {
   nftw(
       path.c_str(),
@@ -138,9 +74,13 @@ class Agent {
  private:
   absl::StatusOr<std::vector<WorkerSpec>> Specs(const RendezvousResult& members, const std::string& master);
   absl::StatusOr<std::string> Master(const RendezvousResult& members);
-  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members);
+  // `replace`: null under --restart-policy=all.
+  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy* replace);
+  bool Replace(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy& policy, const WorkerExit& exit);
   void Report(const RendezvousResult& members);
   std::string AttemptDir(int round, int global_rank) const;
+  std::string WorkersPrefix(int round) const;
+  std::string HostLabel(const RendezvousResult& members) const;
 
   const LaunchOptions& o_;
   std::string run_id_;
@@ -154,10 +94,21 @@ class Agent {
   int signal_ = 0;
   std::string stop_reason_;
   std::vector<FailureRecord> local_failures_;
+  std::vector<FailureRecord> replaced_failures_;  // this round's, replaced in place
+  std::vector<int> replaced_ranks_;               // every replacement of the job, in order
 };
 
 std::string Agent::AttemptDir(int round, int global_rank) const {
   return absl::StrCat(files_dir_, "/attempt_", round, "/", global_rank);
+}
+
+// The workers' namespace in the job's store (BRAID_STORE_PREFIX), and store/membership.h's.
+std::string Agent::WorkersPrefix(int round) const {
+  return absl::StrCat("braidrun/", run_id_, "/r", round, "/workers");
+}
+
+std::string Agent::HostLabel(const RendezvousResult& members) const {
+  return absl::StrCat(host_, " (", members.nodes[members.node_rank].addr, ")");
 }
 
 absl::StatusOr<std::string> Agent::Master(const RendezvousResult& members) {
@@ -194,35 +145,27 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
   const size_t colon = master.rfind(':');
   std::vector<std::string> base;
   for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
-  auto set = [](std::vector<std::string>& env, const std::string& key, const std::string& value, bool override) {
-    for (std::string& kv : env) {
-      if (absl::StartsWith(kv, key + "=")) {
-        if (override) kv = absl::StrCat(key, "=", value);
-        return;
-      }
-    }
-    env.push_back(absl::StrCat(key, "=", value));
-  };
   const int world = members.world_size();
   const int nproc = members.nodes[members.node_rank].nproc;
-  set(base, launch_env::kWorldSize, absl::StrCat(world), true);
-  set(base, launch_env::kLocalWorldSize, absl::StrCat(nproc), true);
-  set(base, launch_env::kGroupRank, absl::StrCat(members.node_rank), true);
-  set(base, launch_env::kGroupWorldSize, absl::StrCat(members.nodes.size()), true);
-  set(base, launch_env::kRoleName, o_.role, true);
-  set(base, launch_env::kRoleWorldSize, absl::StrCat(world), true);
-  set(base, launch_env::kMasterAddr, master.substr(0, colon), true);
-  set(base, launch_env::kMasterPort, master.substr(colon + 1), true);
-  set(base, launch_env::kRestartCount, absl::StrCat(restarts_), true);
-  set(base, launch_env::kMaxRestarts, absl::StrCat(o_.max_restarts), true);
-  set(base, launch_env::kRunId, run_id_, true);
+  SetEnvVar(base, launch_env::kWorldSize, absl::StrCat(world));
+  SetEnvVar(base, launch_env::kLocalWorldSize, absl::StrCat(nproc));
+  SetEnvVar(base, launch_env::kGroupRank, absl::StrCat(members.node_rank));
+  SetEnvVar(base, launch_env::kGroupWorldSize, absl::StrCat(members.nodes.size()));
+  SetEnvVar(base, launch_env::kRoleName, o_.role);
+  SetEnvVar(base, launch_env::kRoleWorldSize, absl::StrCat(world));
+  SetEnvVar(base, launch_env::kMasterAddr, master.substr(0, colon));
+  SetEnvVar(base, launch_env::kMasterPort, master.substr(colon + 1));
+  SetEnvVar(base, launch_env::kRestartCount, absl::StrCat(restarts_));
+  SetEnvVar(base, launch_env::kMaxRestarts, absl::StrCat(o_.max_restarts));
+  SetEnvVar(base, launch_env::kRunId, run_id_);
   // braid's store does not speak PyTorch's protocol: PyTorch hosts its own.
-  set(base, launch_env::kUseAgentStore, "False", true);
-  set(base, launch_env::kOmpNumThreads, "1", false);
-  set(base, launch_env::kStoreAddr, ToString(store_.address), true);
-  set(base, launch_env::kStorePrefix, absl::StrCat("braidrun/", run_id_, "/r", members.round, "/workers"), true);
+  SetEnvVar(base, launch_env::kUseAgentStore, "False");
+  SetEnvVar(base, launch_env::kOmpNumThreads, "1", /*override=*/false);
+  SetEnvVar(base, launch_env::kStoreAddr, ToString(store_.address));
+  SetEnvVar(base, launch_env::kStorePrefix, WorkersPrefix(members.round));
   // Flight-recorder dumps next to the logs, per attempt (kept when the job fails).
-  set(base, launch_env::kFlightDir, absl::StrCat(files_dir_, "/attempt_", members.round, "/flight"), false);
+  SetEnvVar(base, launch_env::kFlightDir, absl::StrCat(files_dir_, "/attempt_", members.round, "/flight"),
+            /*override=*/false);
 
   const std::vector<std::string> command = WorkerCommand(o_);
   std::vector<WorkerSpec> specs;
@@ -254,12 +197,12 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
     spec.global_rank = first + local;
     spec.argv = command;
     spec.env = base;
-    set(spec.env, launch_env::kRank, absl::StrCat(spec.global_rank), true);
-    set(spec.env, launch_env::kLocalRank, absl::StrCat(local), true);
-    set(spec.env, launch_env::kRoleRank, absl::StrCat(spec.global_rank), true);
+    SetEnvVar(spec.env, launch_env::kRank, absl::StrCat(spec.global_rank));
+    SetEnvVar(spec.env, launch_env::kLocalRank, absl::StrCat(local));
+    SetEnvVar(spec.env, launch_env::kRoleRank, absl::StrCat(spec.global_rank));
     const std::string dir = AttemptDir(members.round, spec.global_rank);
     spec.error_file = absl::StrCat(dir, "/error.json");
-    set(spec.env, launch_env::kErrorFile, spec.error_file, true);
+    SetEnvVar(spec.env, launch_env::kErrorFile, spec.error_file);
     const int files = o_.redirects.For(local) | o_.tee.For(local);
     const int redirected = o_.redirects.For(local);
     if (files & 1) spec.stdout_log = absl::StrCat(dir, "/stdout.log");
@@ -273,7 +216,30 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
   return specs;
 }
 
-Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
+// --restart-policy=replace: replaces the failed worker of `exit` in place
+// unless no restart is left or the workers asked for a full restart (the
+// fallback key). Whether it did; when not, the failure restarts everything as
+// under --restart-policy=all. No settle wait: the survivors are waiting.
+bool Agent::Replace(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy& policy,
+                    const WorkerExit& exit) {
+  if (restarts_ >= o_.max_restarts) return false;
+  absl::StatusOr<std::string> fallback = policy.FallbackReason();
+  if (!fallback.ok() || !fallback->empty()) return false;  // a lost store: Monitor finds out next
+  const std::string how = policy.How(exit);
+  if (absl::Status replaced = policy.Replace(group, exit, how, restarts_ + 1); !replaced.ok()) {
+    Say(absl::StrCat("rank ", exit.global_rank, " failed: ", how, "; cannot replace it: ", replaced.message()));
+    return false;
+  }
+  ++restarts_;
+  replaced_ranks_.push_back(exit.global_rank);
+  replaced_failures_.push_back({exit.time, exit.global_rank, exit.local_rank, HostLabel(members), how, exit.tail});
+  (void)rdzv_->RecordFailure(members.round, replaced_failures_.back());
+  Say(absl::StrCat("rank ", exit.global_rank, " failed: ", how, "; replacing it, the others keep running ",
+                   "(--restart-policy=replace, restart ", restarts_, " of ", o_.max_restarts, ")"));
+  return true;
+}
+
+Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy* replace) {
   absl::Time next_check = absl::Now();
   while (true) {
     absl::StatusOr<WorkerEvents> events = group.Poll(std::max(next_check, absl::Now()));
@@ -287,7 +253,7 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
     }
     std::vector<WorkerExit> failed;
     for (const WorkerExit& exit : events->exited) {
-      if (!exit.succeeded()) failed.push_back(exit);
+      if (!exit.succeeded() && (replace == nullptr || !Replace(group, members, *replace, exit))) failed.push_back(exit);
     }
     // A worker killed by a signal is the likelier cause: its peers exit with
     // an error once they notice it is gone, and one of them can be reaped
@@ -308,9 +274,8 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
     std::stable_partition(failed.begin(), failed.end(),
                           [](const WorkerExit& exit) { return WIFSIGNALED(exit.wait_status); });
     for (const WorkerExit& exit : failed) {
-      local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,
-                                 absl::StrCat(host_, " (", members.nodes[members.node_rank].addr, ")"),
-                                 exit.Describe(), exit.tail});
+      local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank, HostLabel(members),
+                                 replace != nullptr ? replace->How(exit) : exit.Describe(), exit.tail});
     }
     if (!local_failures_.empty()) return Outcome::kLocalFailure;
     if (group.running() == 0) return Outcome::kSucceeded;
@@ -326,6 +291,24 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
       stop_reason_ = *reason;
       return Outcome::kRemoteRestart;
     }
+    if (replace != nullptr) {
+      // The survivors' verdicts: a live worker they left out (killed here,
+      // its exit is replaced above), or too few ranks left for recovery in place.
+      absl::StatusOr<std::vector<std::string>> evicted = replace->KillEvicted(group);
+      for (const std::string& line : evicted.ok() ? *evicted : std::vector<std::string>()) Say(line);
+      absl::StatusOr<std::string> fallback = evicted.ok() ? replace->FallbackReason() : evicted.status();
+      if (!fallback.ok()) {
+        stop_reason_ = absl::StrCat("lost the rendezvous store at ", ToString(store_.address), ": ",
+                                    fallback.status().message());
+        return Outcome::kStoreLost;
+      }
+      if (!fallback->empty() && restarts_ < o_.max_restarts) {
+        absl::StatusOr<std::string> why =
+            rdzv_->RequestRestart(members.round, absl::StrCat("the workers asked for a full restart: ", *fallback));
+        stop_reason_ = why.ok() ? *why : std::string(why.status().message());
+        return Outcome::kRemoteRestart;
+      }
+    }
     if (static_cast<int>(members.nodes.size()) < o_.max_nodes) {
       absl::StatusOr<bool> waiting = rdzv_->NodesWaiting(members.round);
       if (waiting.ok() && *waiting) return Outcome::kMembershipChange;
@@ -336,11 +319,14 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members) {
 void Agent::Report(const RendezvousResult& members) {
   absl::StatusOr<std::vector<FailureRecord>> all = rdzv_->Failures(members.round);
   // Without the store (it is gone), this node's own failures are all we know.
-  std::vector<FailureRecord> failures = all.ok() ? *all : local_failures_;
+  std::vector<FailureRecord> failures = replaced_failures_;
+  failures.insert(failures.end(), local_failures_.begin(), local_failures_.end());
+  if (all.ok()) failures = *all;
   std::string text = absl::StrCat(
       "================ braidrun: job failed ================\n", "run id ", run_id_, ", attempt ",
       members.round, ", restarts used ", restarts_, " of ", o_.max_restarts, ", world size ",
-      members.world_size(), "\n");
+      members.world_size(), "\n",
+      RestartPolicyLine(o_.restart_policy, replaced_ranks_, restarts_, o_.max_restarts), "\n");
   if (failures.empty()) {
     absl::StrAppend(&text, "no worker failed; the job stopped because: ", stop_reason_, "\n");
   } else {
@@ -387,7 +373,9 @@ int Agent::Run() {
     files_dir_ = absl::StrCat(o_.log_dir, "/", run_id_);
   }
 
-  absl::StatusOr<JobSecret> secret = SetUpSecret(o_);
+  std::string warning;
+  absl::StatusOr<JobSecret> secret = SetUpSecret(o_, &warning);
+  if (!warning.empty()) Say(warning);
   if (!secret.ok()) {
     Say(std::string(secret.status().message()));
     return 1;
@@ -426,6 +414,11 @@ int Agent::Run() {
     absl::StatusOr<std::string> master = Master(*members);
     absl::StatusOr<std::vector<WorkerSpec>> specs =
         master.ok() ? Specs(*members, *master) : absl::StatusOr<std::vector<WorkerSpec>>(master.status());
+    std::unique_ptr<ReplacePolicy> replace;
+    if (specs.ok() && o_.restart_policy == RestartPolicy::kReplace) {
+      replace = std::make_unique<ReplacePolicy>(
+          std::make_shared<PrefixStore>(WorkersPrefix(members->round), store_.client), host_, *specs);
+    }
     absl::StatusOr<std::unique_ptr<WorkerGroup>> group =
         specs.ok() ? WorkerGroup::Start(std::move(*specs), signal_fd_.get())
                    : absl::StatusOr<std::unique_ptr<WorkerGroup>>(specs.status());
@@ -436,7 +429,8 @@ int Agent::Run() {
       break;
     }
     local_failures_.clear();
-    const Outcome outcome = Monitor(**group, *members);
+    replaced_failures_.clear();
+    const Outcome outcome = Monitor(**group, *members, replace.get());
     if (outcome == Outcome::kSucceeded) {
       (void)rdzv_->MarkDone(members->round, members->node_rank);
       // Every node stays until every node is done: the store's host because
@@ -459,6 +453,10 @@ int Agent::Run() {
         break;
       }
       if (!all.ok()) Say(absl::StrCat("this node succeeded, but not every node did: ", all.message()));
+      if (const size_t n = replaced_ranks_.size(); n > 0) {
+        Say(absl::StrCat("job done; ", n, n == 1 ? " worker was" : " workers were",
+                         " replaced in place (--restart-policy=replace)"));
+      }
       exit_code = 0;
       break;
     }

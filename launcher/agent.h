@@ -1,7 +1,9 @@
 // The per-node agent behind braidrun: finds (or hosts) the job's store, joins
 // the rendezvous, starts this node's workers with the environment contract,
-// watches them and the other nodes, restarts the group after a failure, and
-// reports the first failure when restarts run out.
+// watches them and the other nodes, restarts the group after a failure (or,
+// with --restart-policy=replace, replaces only the failed worker while the
+// others keep running: launcher/replace_policy.h), and reports the first
+// failure when restarts run out.
 //
 // Exit codes: 0 when every local worker succeeded; 1 when the job failed (the
 // report is on stderr); 128+signal when braidrun itself was stopped by a

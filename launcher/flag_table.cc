@@ -180,13 +180,32 @@ const std::vector<LaunchFlag>& LaunchFlags() {
          o.standalone = true;
          return absl::OkStatus();
        }},
-      {{"--max-restarts"}, true, "N", "Restarts of the whole worker group after a failure (default 0).",
+      {{"--max-restarts"}, true, "N",
+       "Restarts after a failure: of the whole worker group, or (--restart-policy=replace) of one worker "
+       "in its slot; both count (default 0).",
        [](LaunchOptions& o, const std::string& v) -> absl::Status {
          BRAID_ASSIGN_OR_RETURN(o.max_restarts, ParseInt("--max-restarts", v, 0));
          return absl::OkStatus();
        }},
+      {{"--restart-policy"}, true, "all|replace",
+       "What a failed worker restarts. all: every worker on every node stops and the group restarts "
+       "(a new rendezvous round). replace: only the failed worker is replaced, by a new process in its "
+       "slot with BRAID_JOIN_RUNNING=1, while the others keep running and shrink their group in place "
+       "(runtime/elastic.h); a worker the others evicted is killed and replaced too, and when they ask "
+       "for it (too few ranks left) every worker restarts as with all. Not with --mpi. Default all.",
+       [](LaunchOptions& o, const std::string& v) -> absl::Status {
+         if (v == "all") {
+           o.restart_policy = RestartPolicy::kAll;
+         } else if (v == "replace") {
+           o.restart_policy = RestartPolicy::kReplace;
+         } else {
+           return Bad("--restart-policy", v, "expected all or replace");
+         }
+         return absl::OkStatus();
+       }},
       {{"--monitor-interval"}, true, "SECONDS",
-       "How often the agent checks the other nodes for failures (default 0.1).",
+       "How often the agent checks the other nodes for failures, and under --restart-policy=replace the "
+       "workers' evict and fallback keys (default 0.1).",
        [](LaunchOptions& o, const std::string& v) -> absl::Status {
          BRAID_ASSIGN_OR_RETURN(o.monitor_interval, ParseSeconds("--monitor-interval", v));
          if (o.monitor_interval <= absl::ZeroDuration()) return Bad("--monitor-interval", v, "must be positive");

@@ -88,6 +88,11 @@ absl::Status CheckCombinations(LaunchOptions& o) {
                                                    "--rdzv-endpoint HOST:PORT or a lower --master-port"));
   }
   if (o.mpi && o.max_nodes != 1) return absl::InvalidArgumentError("--mpi starts one node's workers: use --nnodes=1");
+  if (o.mpi && o.restart_policy == RestartPolicy::kReplace) {
+    return absl::InvalidArgumentError(
+        "--restart-policy=replace cannot be used with --mpi: mpirun cannot replace one rank "
+        "(use --restart-policy=all)");
+  }
   for (int rank : o.local_ranks_filter) {
     if (rank >= o.nproc_per_node) {
       return absl::InvalidArgumentError(absl::StrCat("--local-ranks-filter ", rank, " is not a local rank (0..",
@@ -174,9 +179,10 @@ std::string LaunchHelpText() {
   std::string text =
       "usage: braidrun [flags] program [args...]\n\n"
       "Starts nproc-per-node workers on each node with torchrun's environment (RANK, LOCAL_RANK,\n"
-      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), supervises them, restarts the group after a\n"
-      "failure (--max-restarts) and reports the first failure. A .py program runs with python3 -u;\n"
-      "anything else is executed directly. Every flag also accepts underscores (--nproc_per_node).\n\n"
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), supervises them, restarts the group (or only the\n"
+      "failed worker: --restart-policy) after a failure (--max-restarts) and reports the first\n"
+      "failure. A .py program runs with python3 -u; anything else is executed directly. Every flag\n"
+      "also accepts underscores (--nproc_per_node).\n\n"
       "As torchrun, a flag not on the command line takes its value from PET_<FLAG> when set\n"
       "(PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR, ...; 1 or 0 for a switch such as\n"
       "PET_STANDALONE), as a Kubeflow PyTorchJob sets them. Under srun with one task per node,\n"

@@ -38,8 +38,16 @@ struct StreamSelection {
   int For(int local_rank) const;
 };
 
+// What a worker's failure restarts (--restart-policy): every worker on every
+// node, in a new rendezvous round (torchrun's way), or only the failed one,
+// replaced in its slot while the others keep running (launcher/replace_policy.h).
+enum class RestartPolicy { kAll, kReplace };
+
 // The rendezvous store's port when --rdzv-endpoint names none (torchrun's).
 inline constexpr uint16_t kDefaultRdzvPort = 29400;
+// MASTER_PORT of a static multi-node job when --master-port names none
+// (torchrun's); the static backend's store then listens one port above.
+inline constexpr int kDefaultMasterPort = 29500;
 
 struct LaunchOptions {
   int min_nodes = 1;
@@ -54,7 +62,8 @@ struct LaunchOptions {
   absl::Duration close_timeout = absl::Seconds(30);
   int is_host = -1;  // --rdzv-conf is_host: -1 decide by address
   bool standalone = false;
-  int max_restarts = 0;
+  int max_restarts = 0;  // whole-group restarts and replacements together
+  RestartPolicy restart_policy = RestartPolicy::kAll;
   // Forwarded to every worker (then the job stops), as torchrun's default.
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // Between the signal that stops the workers and SIGKILL.

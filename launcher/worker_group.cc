@@ -107,6 +107,17 @@ struct WorkerGroup::Worker {
   std::string prefix;  // "[rank N]: "
 };
 
+void SetEnvVar(std::vector<std::string>& env, absl::string_view key, absl::string_view value, bool override) {
+  const std::string prefix = absl::StrCat(key, "=");
+  for (std::string& kv : env) {
+    if (absl::StartsWith(kv, prefix)) {
+      if (override) kv = absl::StrCat(prefix, value);
+      return;
+    }
+  }
+  env.push_back(absl::StrCat(prefix, value));
+}
+
 bool WorkerExit::succeeded() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
 
 std::string WorkerExit::Describe() const {
@@ -134,65 +145,68 @@ absl::StatusOr<UniqueFd> WorkerGroup::BlockSignals(const std::vector<int>& forwa
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(std::vector<WorkerSpec> specs, int signal_fd) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup(signal_fd));
-  const pid_t agent = getpid();
-  for (WorkerSpec& spec : specs) {
-    auto worker = std::make_unique<Worker>();
-    worker->prefix = spec.label.empty() ? absl::StrCat("[rank ", spec.global_rank, "]: ") : absl::StrCat("[", spec.label, "]: ");
-    BRAID_ASSIGN_OR_RETURN(std::string executable, ResolveProgram(spec));
-    BRAID_ASSIGN_OR_RETURN(worker->out.log, OpenLog(spec.stdout_log));
-    BRAID_ASSIGN_OR_RETURN(worker->err.log, OpenLog(spec.stderr_log));
-    worker->out.console_fd = spec.stdout_to_console ? STDOUT_FILENO : -1;
-    worker->err.console_fd = spec.stderr_to_console ? STDERR_FILENO : -1;
-    if (!spec.error_file.empty()) {
-      BRAID_RETURN_IF_ERROR(MakeDirs(spec.error_file.substr(0, spec.error_file.rfind('/'))));
-      unlink(spec.error_file.c_str());  // a stale file from an earlier attempt is not this one's error
-    }
-
-    int out_pipe[2], err_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
-    UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
-    if (pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
-    UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-
-    std::vector<char*> argv, envp;
-    for (std::string& s : spec.argv) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (std::string& s : spec.env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-
-    const pid_t pid = fork();
-    if (pid < 0) return ErrnoStatus(errno, "fork");
-    if (pid == 0) {
-      // Child: async-signal-safe calls only.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != agent) _exit(126);  // the agent died before prctl
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      signal(SIGPIPE, SIG_DFL);
-      dup2(out_write.get(), STDOUT_FILENO);
-      dup2(err_write.get(), STDERR_FILENO);
-      execve(executable.c_str(), argv.data(), envp.data());
-      const char* why = strerror(errno);
-      WriteAll(STDERR_FILENO, "braidrun: exec ");
-      WriteAll(STDERR_FILENO, executable);
-      WriteAll(STDERR_FILENO, " failed: ");
-      WriteAll(STDERR_FILENO, why);
-      WriteAll(STDERR_FILENO, "\n");
-      _exit(127);
-    }
-    setpgid(pid, pid);  // also here, so killpg works before the child runs
-    worker->pid = pid;
-    worker->running = true;
-    worker->out.fd = std::move(out_read);
-    worker->err.fd = std::move(err_read);
-    BRAID_RETURN_IF_ERROR(SetNonBlocking(worker->out.fd.get()));
-    BRAID_RETURN_IF_ERROR(SetNonBlocking(worker->err.fd.get()));
-    worker->spec = std::move(spec);
-    group->workers_.push_back(std::move(worker));
-  }
+  for (WorkerSpec& spec : specs) BRAID_RETURN_IF_ERROR(group->Add(std::move(spec)).status());
   return group;
+}
+
+absl::StatusOr<pid_t> WorkerGroup::Add(WorkerSpec spec) {
+  const pid_t agent = getpid();
+  auto worker = std::make_unique<Worker>();
+  worker->prefix = spec.label.empty() ? absl::StrCat("[rank ", spec.global_rank, "]: ") : absl::StrCat("[", spec.label, "]: ");
+  BRAID_ASSIGN_OR_RETURN(std::string executable, ResolveProgram(spec));
+  BRAID_ASSIGN_OR_RETURN(worker->out.log, OpenLog(spec.stdout_log));
+  BRAID_ASSIGN_OR_RETURN(worker->err.log, OpenLog(spec.stderr_log));
+  worker->out.console_fd = spec.stdout_to_console ? STDOUT_FILENO : -1;
+  worker->err.console_fd = spec.stderr_to_console ? STDERR_FILENO : -1;
+  if (!spec.error_file.empty()) {
+    BRAID_RETURN_IF_ERROR(MakeDirs(spec.error_file.substr(0, spec.error_file.rfind('/'))));
+    unlink(spec.error_file.c_str());  // a stale file from an earlier attempt is not this one's error
+  }
+
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
+  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  BRAID_RETURN_IF_ERROR(SetNonBlocking(out_read.get()));
+  BRAID_RETURN_IF_ERROR(SetNonBlocking(err_read.get()));
+
+  std::vector<char*> argv, envp;
+  for (std::string& s : spec.argv) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  for (std::string& s : spec.env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork");
+  if (pid == 0) {
+    // Child: async-signal-safe calls only.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != agent) _exit(126);  // the agent died before prctl
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    dup2(out_write.get(), STDOUT_FILENO);
+    dup2(err_write.get(), STDERR_FILENO);
+    execve(executable.c_str(), argv.data(), envp.data());
+    const char* why = strerror(errno);
+    WriteAll(STDERR_FILENO, "braidrun: exec ");
+    WriteAll(STDERR_FILENO, executable);
+    WriteAll(STDERR_FILENO, " failed: ");
+    WriteAll(STDERR_FILENO, why);
+    WriteAll(STDERR_FILENO, "\n");
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so killpg works before the child runs
+  worker->pid = pid;
+  worker->running = true;
+  worker->out.fd = std::move(out_read);
+  worker->err.fd = std::move(err_read);
+  worker->spec = std::move(spec);
+  workers_.push_back(std::move(worker));
+  return pid;
 }
 
 WorkerGroup::WorkerGroup(int signal_fd) : signal_fd_(signal_fd) {}
@@ -205,6 +219,24 @@ int WorkerGroup::running() const {
   int count = 0;
   for (const auto& worker : workers_) count += worker->running ? 1 : 0;
   return count;
+}
+
+std::vector<RunningWorker> WorkerGroup::Running() const {
+  std::vector<RunningWorker> running;
+  for (const auto& worker : workers_) {
+    if (worker->running) running.push_back({worker->spec.global_rank, worker->spec.local_rank, worker->pid});
+  }
+  return running;
+}
+
+bool WorkerGroup::Kill(int global_rank, pid_t pid) {
+  for (auto& worker : workers_) {
+    if (!worker->running || worker->pid != pid || worker->spec.global_rank != global_rank) continue;
+    worker->signalled_by_agent = true;
+    killpg(worker->pid, SIGKILL);
+    return true;
+  }
+  return false;
 }
 
 void WorkerGroup::Drain(Stream& stream) {
@@ -255,6 +287,7 @@ void WorkerGroup::ReapInto(std::vector<WorkerExit>& exits) {
     WorkerExit exit;
     exit.local_rank = worker->spec.local_rank;
     exit.global_rank = worker->spec.global_rank;
+    exit.pid = worker->pid;
     exit.wait_status = status;
     exit.time = absl::Now();
     exit.stopped_by_agent = worker->signalled_by_agent && WIFSIGNALED(status);

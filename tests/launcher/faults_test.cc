@@ -26,18 +26,6 @@
 namespace braid {
 namespace {
 
-// Waits until `tag`'s stdout has a line "[rank 0]: NAME=value"; returns value.
-std::string WaitForVariable(const std::string& tag, const std::string& name) {
-  const Deadline deadline = DeadlineIn(absl::Seconds(20));
-  while (!Expired(deadline)) {
-    for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat(TestTempDir(), "/", tag, ".out")), '\n')) {
-      if (absl::ConsumePrefix(&line, absl::StrCat("[rank 0]: ", name, "="))) return std::string(line);
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return "";
-}
-
 TEST_CASE("faults: strangers, garbage and wrong secrets at the store during a job are refused; the job is unaffected",
           "[faults][security]") {
   for (const char* transport : {"shm", "tcp"}) {

@@ -2,6 +2,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "base/deadline.h"
 #include "catch2/catch.hpp"
 #include "tests/harness/subprocess.h"
@@ -19,6 +21,18 @@ std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<st
   argv.push_back(Runfile("tests/launcher/probe_worker"));
   argv.insert(argv.end(), probe_args.begin(), probe_args.end());
   return argv;
+}
+
+std::string WaitForVariable(const std::string& tag, const std::string& name, int rank) {
+  const std::string prefix = absl::StrCat("[rank ", rank, "]: ", name, "=");
+  const Deadline deadline = DeadlineIn(absl::Seconds(20));
+  while (!Expired(deadline)) {
+    for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat(TestTempDir(), "/", tag, ".out")), '\n')) {
+      if (absl::ConsumePrefix(&line, prefix)) return std::string(line);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return "";
 }
 
 std::string WaitForJob(const std::vector<pid_t>& pids, const std::vector<std::string>& tags, absl::Duration timeout) {

@@ -20,6 +20,11 @@ extern const std::vector<std::string> kWorkerContract;
 // braidrun FLAGS... probe_worker PROBE_ARGS... (runfiles paths).
 std::vector<std::string> Braidrun(std::vector<std::string> flags, std::vector<std::string> probe_args);
 
+// Waits (20 s at most) until TestTempDir()/<tag>.out has a line
+// "[rank R]: NAME=value" (probe_worker --env prints them); returns value, or
+// "" at the deadline.
+std::string WaitForVariable(const std::string& tag, const std::string& name, int rank = 0);
+
 // Waits (bounded) for the agents of one job, CHECKs that each exited 0, and
 // returns their stdout together. Main thread only (Catch2 assertions).
 std::string WaitForJob(const std::vector<pid_t>& pids, const std::vector<std::string>& tags, absl::Duration timeout);

@@ -62,8 +62,28 @@ TEST_CASE("options: defaults are torchrun's", "[launcher]") {
   CHECK(o->rdzv_backend == "static");
   CHECK(o->node_rank == 0);
   CHECK(o->max_restarts == 0);
+  CHECK(o->restart_policy == RestartPolicy::kAll);
   CHECK(o->role == "default");
   CHECK(o->join_timeout == absl::Seconds(600));
+}
+
+TEST_CASE("options: --restart-policy all or replace, both spellings", "[launcher]") {
+  for (const auto& [args, expected] : std::vector<std::pair<std::vector<std::string>, RestartPolicy>>{
+           {{"--restart-policy=replace", "prog"}, RestartPolicy::kReplace},
+           {{"--restart_policy", "replace", "--max-restarts=3", "prog"}, RestartPolicy::kReplace},
+           {{"--restart-policy=all", "prog"}, RestartPolicy::kAll},
+           {{"--restart-policy=replace", "--restart-policy=all", "prog"}, RestartPolicy::kAll},
+           {{"--mpi", "--restart-policy=all", "prog"}, RestartPolicy::kAll},
+       }) {
+    absl::StatusOr<LaunchOptions> o = Parse(args);
+    INFO(o.status());
+    REQUIRE(o.ok());
+    CHECK(o->restart_policy == expected);
+  }
+  // As every flag, from PET_RESTART_POLICY too (the command line wins).
+  absl::StatusOr<LaunchOptions> pet = ParseLaunchOptions({"prog"}, MapEnv({{"PET_RESTART_POLICY", "replace"}}));
+  REQUIRE(pet.ok());
+  CHECK(pet->restart_policy == RestartPolicy::kReplace);
 }
 
 TEST_CASE("options: nproc-per-node cpu and auto count this machine", "[launcher]") {
@@ -93,7 +113,7 @@ TEST_CASE("options: -h needs no program", "[launcher]") {
                            "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts", "--monitor-interval",
                            "--master-addr", "--master-port", "--role", "--local-addr", "--redirects", "--tee",
                            "--log-dir", "--local-ranks-filter", "--no-python", "--run-path", "--module", "--mpi",
-                           "--print-env"}) {
+                           "--print-env", "--restart-policy"}) {
     INFO(flag);
     CHECK(absl::StrContains(help, flag));
   }
@@ -146,6 +166,11 @@ TEST_CASE("options: every bad flag or combination is one clear line", "[launcher
        "--node-rank is for --rdzv-backend=static"},
       {{"--nproc-per-node=2", "--local-ranks-filter=3", "prog"}, "not a local rank"},
       {{"--mpi", "--nnodes=2", "prog"}, "--mpi starts one node's workers"},
+      {{"--restart-policy=foo", "prog"}, "--restart-policy: invalid value 'foo': expected all or replace"},
+      {{"--restart-policy=", "prog"}, "--restart-policy: invalid value ''"},
+      {{"--restart-policy"}, "expected a value"},
+      {{"--mpi", "--restart-policy=replace", "prog"}, "mpirun cannot replace one rank"},
+      {{"--restart-policy=replace", "--mpi", "prog"}, "mpirun cannot replace one rank"},
       {{"--rdzv-endpoint=host:99999", "prog"}, "--rdzv-endpoint: invalid value 'host:99999'"},
       {{"--rdzv-endpoint=host:abc", "prog"}, "--rdzv-endpoint: invalid value 'host:abc'"},
       {{"--rdzv-endpoint", ":29400", "prog"}, "--rdzv-endpoint: invalid value ':29400'"},

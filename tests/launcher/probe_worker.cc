@@ -12,6 +12,10 @@
 //                         all-reduce when there is one); C=-N raises signal N
 //   --error-file          when failing, write TORCHELASTIC_ERROR_FILE first
 //   --pid-dir=DIR         write DIR/<rank>.pid at start
+//   --start-log=DIR       append this process's pid to DIR/<rank>.starts at start (a line per start)
+//   --replacement-exit=C  when started as a replacement (BRAID_JOIN_RUNNING=1, --restart-policy=replace),
+//                         print "replacement rank R (restart count K)" and exit with C at once
+//                         (C=-N raises signal N)
 //   --sleep=S             sleep S seconds before exiting
 //   --wait-world=N        while WORLD_SIZE < N, sleep (a restart will come)
 //   --trap=SIG --signal-dir=DIR [--ignore-rank=R]
@@ -118,6 +122,27 @@ int main(int argc, char** argv) {
   if (!SetUpTrap(argc, argv, rank)) return Fail("bad --trap or --signal-dir");
   if (std::string dir = Flag(argc, argv, "--pid-dir"); !dir.empty()) {
     WriteFile(absl::StrCat(dir, "/", rank, ".pid"), absl::StrCat(getpid()));
+  }
+  if (std::string dir = Flag(argc, argv, "--start-log"); !dir.empty()) {
+    const std::string line = absl::StrCat(getpid(), "\n");
+    const int fd = open(absl::StrCat(dir, "/", rank, ".starts").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      return Fail(absl::StrCat("cannot append to ", dir, "/", rank, ".starts"));
+    }
+    close(fd);
+  }
+  if (std::string code_text = Flag(argc, argv, "--replacement-exit");
+      !code_text.empty() && std::getenv("BRAID_JOIN_RUNNING") != nullptr &&
+      std::string(std::getenv("BRAID_JOIN_RUNNING")) == "1") {
+    int code = 0;
+    if (!absl::SimpleAtoi(code_text, &code)) return Fail("bad --replacement-exit");
+    std::printf("replacement rank %d (restart count %d)\n", rank, attempt);
+    std::fflush(stdout);
+    if (code < 0) {
+      signal(-code, SIG_DFL);
+      raise(-code);
+    }
+    std::_Exit(code);
   }
   if (!Flag(argc, argv, "--env").empty()) {
     for (const char* name : kContract) {

@@ -1,0 +1,69 @@
+#include "launcher/job_store.h"
+
+#include <stdlib.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/launch_env.h"
+#include "base/status.h"
+
+namespace braid {
+
+absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o, std::string* warning) {
+  warning->clear();
+  BRAID_ASSIGN_OR_RETURN(JobSecret secret, JobSecret::FromEnv());
+  if (secret.enabled()) return secret;
+  if (o.max_nodes > 1) {
+    *warning = "warning: no job secret (BRAID_JOB_SECRET or BRAID_JOB_SECRET_FILE on every node): the store and the "
+               "workers' connections admit anyone who can reach them";
+    return secret;
+  }
+  BRAID_ASSIGN_OR_RETURN(std::string generated, JobSecret::Generate());
+  setenv(launch_env::kJobSecret, generated.c_str(), 1);  // still single-threaded here
+  return JobSecret(generated);
+}
+
+absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline) {
+  JobStore job;
+  std::string endpoint = o.rdzv_endpoint;
+  bool may_host = true;
+  if (o.standalone || (o.max_nodes == 1 && endpoint.empty())) {
+    endpoint = "127.0.0.1:0";  // one node: a private store on a free port
+  } else if (o.rdzv_backend == "static") {
+    if (endpoint.empty()) {
+      // MASTER_PORT stays free for a PyTorch script's own store.
+      const int master_port = o.master_port > 0 ? o.master_port : kDefaultMasterPort;
+      endpoint = absl::StrCat(o.master_addr.empty() ? "127.0.0.1" : o.master_addr, ":", master_port + 1);
+    }
+    may_host = o.node_rank == 0;
+  }
+  BRAID_ASSIGN_OR_RETURN(job.address, ParseHostPort(endpoint, kDefaultRdzvPort));
+  if (o.is_host >= 0) may_host = o.is_host == 1;
+  if (o.is_host < 0 && !o.local_addr.empty() && o.rdzv_backend == "c10d") may_host = o.local_addr == job.address.host;
+
+  absl::Status host_error = absl::OkStatus();
+  if (may_host) {
+    StoreServerOptions server_options;
+    server_options.secret = secret;
+    absl::StatusOr<std::unique_ptr<StoreServer>> server =
+        StoreServer::Start(job.address.host, job.address.port, server_options);
+    if (server.ok()) {
+      job.server = std::move(*server);
+      job.address.port = job.server->port();
+    } else {
+      host_error = server.status();  // another agent on this host may have it
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline, secret);
+  if (!client.ok()) {
+    std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
+                                   client.status().message());
+    if (!host_error.ok()) absl::StrAppend(&why, " (hosting it here failed too: ", host_error.message(), ")");
+    return absl::UnavailableError(why);
+  }
+  job.client = std::move(*client);
+  return job;
+}
+
+}  // namespace braid
