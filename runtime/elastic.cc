@@ -169,7 +169,8 @@ absl::Status ElasticGroup::JoinFrom(int64_t from, std::vector<Member> expected, 
       continue;
     }
     if (static_cast<int>(members.size()) < options_.min_ranks) {
-      const std::string why = absl::StrCat("only ", members.size(), " ranks are left (ids ", Ids(members),
+      const std::string why = absl::StrCat("only ", members.size(), members.size() == 1 ? " rank is" : " ranks are",
+                                           " left (ids ", Ids(members),
                                            "), fewer than the minimum of ", options_.min_ranks);
       (void)store_->CompareSet(membership::FallbackKey(), "", why);
       return absl::UnavailableError(absl::StrCat(why, ": asking braidrun to restart everything"));
