@@ -23,6 +23,13 @@ def if_cuda(then, otherwise = []):
         "//conditions:default": otherwise,
     })
 
+# `then` unless --define=braid_mpi=0 (the GPU bundle) leaves Open MPI out.
+def if_mpi(then, otherwise = []):
+    return select({
+        "//bazel:mpi_disabled": otherwise,
+        "//conditions:default": then,
+    })
+
 def cuda_only():
     """target_compatible_with value: the target builds only under --config=cuda."""
     return select({

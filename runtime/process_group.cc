@@ -11,7 +11,9 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status.h"
+#ifdef BRAID_WITH_MPI
 #include "collectives/transport/mpi/mpi_runtime.h"
+#endif
 #ifdef BRAID_WITH_CUDA
 #include "collectives/transport/nccl/nccl_transport.h"
 #endif
@@ -62,11 +64,16 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   // MASTER_ADDR/MASTER_PORT needed); rank 0 still hosts a store, on
   // MASTER_PORT if set, else any port, for the callers' own keys, and tells
   // the others where it is over MPI.
-  std::unique_ptr<MpiBootstrap> mpi_bootstrap;
+  std::unique_ptr<Bootstrap> mpi_bootstrap;
   std::shared_ptr<Store> base = options.store;
   if (base != nullptr) {
     store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
   } else if (env_.under_mpirun && env_.store_addr.empty()) {
+#ifndef BRAID_WITH_MPI
+    return absl::UnimplementedError(
+        "started by mpirun, but this binary was built without Open MPI (--define=braid_mpi=0, the GPU bundle): "
+        "start it with braidrun, or set MASTER_ADDR and MASTER_PORT");
+#else
     BRAID_ASSIGN_OR_RETURN(mpi_bootstrap, MpiBootstrap::Create(deadline));
     if (mpi_bootstrap->rank() != env_.rank || mpi_bootstrap->size() != env_.world_size) {
       return absl::InvalidArgumentError(absl::StrCat("mpirun's environment says rank ", env_.rank, " of ",
@@ -86,6 +93,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     }
     // On rank 0's host: loopback; elsewhere its host name.
     store_address = HostPort{host_port[0] == HostName() ? "127.0.0.1" : host_port[0], static_cast<uint16_t>(port)};
+#endif
   } else if (!env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
   } else {

@@ -3,12 +3,28 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
+#include "base/logging.h"
 
 #ifdef BRAID_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
 
 namespace braid {
+namespace {
+
+BRAID_ENV_KNOB(kRequireGpuKnob, "BRAID_REQUIRE_GPU", "0",
+               "1: finding no GPU (or any CUDA error while looking) aborts with the error, instead of counting as "
+               "\"no GPU\" and skipping the GPU tests (tools/gpu_check.sh sets it on a GPU machine).");
+
+// Under BRAID_REQUIRE_GPU=1, "no GPU" is a failure: why there is none.
+void RequireGpu(const std::string& why) {
+  absl::StatusOr<bool> require = kRequireGpuKnob.Bool();
+  if (require.ok() && !*require) return;
+  BRAID_LOG(FATAL) << "BRAID_REQUIRE_GPU=1, but " << why;
+}
+
+}  // namespace
 
 std::string ToString(Device device) {
   return device.is_cpu() ? std::string("cpu") : absl::StrCat("cuda:", device.index);
@@ -36,12 +52,16 @@ int CudaDeviceCount() {
 #ifdef BRAID_WITH_CUDA
   int count = 0;
   // Without a driver this is an error, not zero: any error means no GPU.
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error
+    RequireGpu(absl::StrCat("cudaGetDeviceCount failed: ", cudaGetErrorString(error)));
     return 0;
   }
+  if (count == 0) RequireGpu("cudaGetDeviceCount found no GPU");
   return count;
 #else
+  RequireGpu("this binary was built without --config=cuda");
   return 0;
 #endif
 }

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Builds the GPU test and bench binaries here (Bazel, --config=gpu_bundle:
-# CUDA on, Abseil/libstdc++/cudart static) and copies them with
-# tools/gpu_check.sh into gpu_bundle/, the folder carried to a GPU machine.
+# CUDA on, Open MPI left out, Abseil/libcrypto/libstdc++/cudart static),
+# strips them and copies them with tools/gpu_check.sh and tools/gpu_torch_check.py
+# into gpu_bundle/, the folder carried to a GPU machine (listed in
+# .git/info/exclude; the carry limit is 64 MiB).
+#
+# Fails when a binary needs a library the GPU machine may lack: every NEEDED
+# entry must be the driver (libcuda), NCCL (libnccl) or glibc's.
 #
 #   tools/make_gpu_bundle.sh && <on the GPU machine> gpu_bundle/gpu_check.sh OUT
 set -euo pipefail
@@ -17,13 +22,32 @@ TARGETS=(
   //bench:braid_bench
   //launcher:braidrun
 )
+# glibc's libraries, the driver and NCCL: what a GPU machine has.
+ALLOWED='^(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64|libcuda|libnccl)\.so'
+
 bazel build --config=gpu_bundle "${TARGETS[@]}"
 rm -rf gpu_bundle
 mkdir -p gpu_bundle/bin
+bad=0
 for target in "${TARGETS[@]}"; do
   path=${target#//}
-  cp "bazel-bin/${path/://}" gpu_bundle/bin/
+  file="gpu_bundle/bin/$(basename "${path/://}")"
+  cp "bazel-bin/${path/://}" "$file"
+  chmod u+w "$file"
+  strip --strip-unneeded "$file"
+  while read -r lib; do
+    if [[ ! $lib =~ $ALLOWED ]]; then
+      echo "make_gpu_bundle: $(basename "$file") needs $lib, which a GPU machine may not have" >&2
+      bad=1
+    fi
+  done < <(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 done
-cp tools/gpu_check.sh gpu_bundle/
+cp tools/gpu_check.sh tools/gpu_torch_check.py gpu_bundle/
 chmod -R u+w gpu_bundle
-echo "gpu_bundle/: $(ls gpu_bundle/bin | tr '\n' ' ')($(du -sh gpu_bundle | cut -f1))"
+size=$(du -sm gpu_bundle | cut -f1)
+echo "gpu_bundle/: $(ls gpu_bundle/bin | tr '\n' ' ')(${size} MiB)"
+if ((size > 60)); then
+  echo "make_gpu_bundle: ${size} MiB is too close to the 64 MiB carry limit" >&2
+  bad=1
+fi
+exit $bad

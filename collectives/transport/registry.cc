@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "base/status.h"
+#ifdef BRAID_WITH_MPI
 #include "collectives/transport/mpi/mpi_runtime.h"
 #include "collectives/transport/mpi/mpi_transport.h"
+#endif
 #ifdef BRAID_WITH_CUDA
 #include "collectives/transport/nccl/nccl_transport.h"
 #endif
@@ -32,6 +34,7 @@ absl::Status AlwaysUsable() { return absl::OkStatus(); }
 absl::StatusOr<bool> AlwaysFits(Bootstrap&, Deadline) { return true; }
 
 // mpi ------------------------------------------------------------------------
+#ifdef BRAID_WITH_MPI
 absl::StatusOr<bool> MpiFits(Bootstrap&, Deadline) { return UnderMpirun(); }
 absl::Status MpiUsable() {
   if (UnderMpirun()) return absl::OkStatus();
@@ -42,6 +45,18 @@ absl::Status MpiUsable() {
 absl::StatusOr<std::unique_ptr<Transport>> MakeMpi(Bootstrap& bootstrap, Deadline deadline, const TransportSettings&) {
   return Upcast(MpiTransport::Create(bootstrap, deadline));
 }
+#else
+// The GPU bundle (--define=braid_mpi=0) has no Open MPI to link.
+absl::StatusOr<bool> MpiFits(Bootstrap&, Deadline) { return false; }
+absl::Status MpiUsable() {
+  return absl::UnimplementedError(
+      "BRAID_TRANSPORT=mpi: this binary was built without Open MPI (--define=braid_mpi=0, the GPU bundle): use auto, "
+      "shm or tcp");
+}
+absl::StatusOr<std::unique_ptr<Transport>> MakeMpi(Bootstrap&, Deadline, const TransportSettings&) {
+  return MpiUsable();
+}
+#endif
 
 // shm ------------------------------------------------------------------------
 // Collective: every rank learns every host name.

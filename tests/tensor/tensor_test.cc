@@ -1,5 +1,8 @@
 #include "tensor/tensor.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -163,6 +166,31 @@ TEST_CASE("Tensor: pinned host tensors and CudaDeviceScope, with and without a G
     CHECK(bus_id.ok());
     CHECK(CudaDeviceScope::Enter(Device::Cuda(CudaDeviceCount())).status().code() == absl::StatusCode::kInternal);
   }
+}
+
+TEST_CASE("Device: BRAID_REQUIRE_GPU=1 turns \"no GPU\" into an abort naming why", "[tensor]") {
+  if (CudaDeviceCount() > 0) return;  // a GPU machine: nothing to refuse
+  int err[2];
+  REQUIRE(pipe(err) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    dup2(err[1], STDERR_FILENO);
+    setenv("BRAID_REQUIRE_GPU", "1", 1);
+    (void)CudaDeviceCount();
+    _exit(0);  // not reached when the check works
+  }
+  close(err[1]);
+  std::string text;
+  char buffer[512];
+  ssize_t n;
+  while ((n = read(err[0], buffer, sizeof(buffer))) > 0) text.append(buffer, static_cast<size_t>(n));
+  close(err[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  INFO(text);
+  CHECK(WIFSIGNALED(status));
+  CHECK(text.find("BRAID_REQUIRE_GPU=1, but ") != std::string::npos);
 }
 
 }  // namespace
