@@ -70,6 +70,9 @@ pack
 step tensor_test 60 "$bin/tensor_test"
 # Catch2 v2: no "--opt=value" (it reads the value as a test name and runs nothing).
 step reduce_cuda_test 120 "$bin/reduce_cuda_test"
+# Streams and events on a real GPU: the same checks as on the host runtime
+# (a slow producer never read stale; the control without the wait reads it stale).
+step stream_test 60 "$bin/stream_test"
 step reduce_kernels_cuda_bench 90 "$bin/reduce_kernels_cuda_bench"
 # NCCL transport: every native collective at world size 1, deadlines and abort.
 step nccl_test 90 "$bin/nccl_test"

@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 TARGETS=(
   //tests/tensor:reduce_cuda_test
   //tests/tensor:tensor_test
+  //tests/tensor:stream_test
   //bench:reduce_kernels_cuda_bench
   //tests/collectives/transport/nccl:nccl_test
   //tests/collectives:host_staging_test

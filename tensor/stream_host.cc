@@ -1,0 +1,198 @@
+// The host implementation of tensor/stream.h: a thread per stream that runs
+// its queue in order; events count Records (queued) and completions (run).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/types/span.h"
+#include "base/mutex.h"
+#include "tensor/stream.h"
+
+namespace braid {
+namespace {
+
+// How often a stream blocked on an event looks whether it is being destroyed.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(50);
+
+class HostEvent : public Event {
+ public:
+  // A Record being queued: the generation it completes.
+  uint64_t NextRecord() {
+    MutexLock lock(&mu_);
+    return ++recorded_;
+  }
+  uint64_t Latest() {
+    MutexLock lock(&mu_);
+    return recorded_;
+  }
+  void Complete(uint64_t generation) {
+    MutexLock lock(&mu_);
+    completed_ = std::max(completed_, generation);
+    done_.SignalAll();
+  }
+  // Whether `generation` completed before `deadline`.
+  bool WaitFor(uint64_t generation, Deadline deadline) {
+    MutexLock lock(&mu_);
+    while (completed_ < generation) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      WaitWithTimeout(&done_, &mu_, left);
+    }
+    return true;
+  }
+
+  absl::StatusOr<bool> Query() override {
+    MutexLock lock(&mu_);
+    return completed_ >= recorded_;
+  }
+  absl::Status Synchronize(Deadline deadline) override {
+    if (WaitFor(Latest(), deadline)) return absl::OkStatus();
+    return absl::DeadlineExceededError("host event: its latest record has not completed by the deadline");
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar done_;
+  uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class HostStream : public Stream {
+ public:
+  HostStream() : thread_([this] { Run(); }) {}
+  ~HostStream() override {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;  // event waits give up; the queued work still runs
+      changed_.SignalAll();
+    }
+    thread_.join();
+  }
+
+  absl::Status Record(Event& event) override {
+    auto* host = dynamic_cast<HostEvent*>(&event);
+    if (host == nullptr) return absl::InvalidArgumentError("a host stream can record only a host event");
+    const uint64_t generation = host->NextRecord();
+    return Enqueue([host, generation] { host->Complete(generation); });
+  }
+  absl::Status WaitEvent(Event& event) override {
+    auto* host = dynamic_cast<HostEvent*>(&event);
+    if (host == nullptr) return absl::InvalidArgumentError("a host stream can wait only for a host event");
+    const uint64_t generation = host->Latest();
+    if (generation == 0) return absl::OkStatus();
+    return Enqueue([this, host, generation] {
+      while (!host->WaitFor(generation, DeadlineIn(kWaitSlice))) {
+        if (Stopping()) return;
+      }
+    });
+  }
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    return Enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) override {
+    const size_t bytes = count * DTypeSize(dtype);
+    return Enqueue([=] {
+      HostReduce(dtype, op, absl::MakeSpan(static_cast<std::byte*>(dst), bytes),
+                 absl::MakeConstSpan(static_cast<const std::byte*>(a), bytes),
+                 absl::MakeConstSpan(static_cast<const std::byte*>(b), bytes));
+    });
+  }
+  absl::Status Divide(DType dtype, void* data, size_t count, int64_t divisor) override {
+    const size_t bytes = count * DTypeSize(dtype);
+    return Enqueue([=] { HostDivide(dtype, absl::MakeSpan(static_cast<std::byte*>(data), bytes), divisor); });
+  }
+  absl::Status HostFunc(std::function<void()> fn) override { return Enqueue(std::move(fn)); }
+  absl::Status Synchronize(Deadline deadline) override {
+    MutexLock lock(&mu_);
+    const uint64_t target = queued_;
+    while (ran_ < target) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("host stream: ", target - ran_, " queued operations still pending at the deadline"));
+      }
+      WaitWithTimeout(&changed_, &mu_, left);
+    }
+    return absl::OkStatus();
+  }
+  void* native() override { return nullptr; }
+
+ private:
+  absl::Status Enqueue(std::function<void()> op) {
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(op));
+    ++queued_;
+    changed_.SignalAll();
+    return absl::OkStatus();
+  }
+  bool Stopping() {
+    MutexLock lock(&mu_);
+    return stopping_;
+  }
+  void Run() {
+    while (true) {
+      std::function<void()> op;
+      {
+        MutexLock lock(&mu_);
+        while (queue_.empty() && !stopping_) Wait(&changed_, &mu_);
+        if (queue_.empty()) return;  // stopping, and everything queued has run
+        op = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      op();
+      MutexLock lock(&mu_);
+      ++ran_;
+      changed_.SignalAll();
+    }
+  }
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;  // queued, ran or stopping
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ran_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+class HostRuntime : public DeviceRuntime {
+ public:
+  const char* name() const override { return "host"; }
+  absl::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::unique_ptr<Stream>(new HostStream()); }
+  absl::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::unique_ptr<Event>(new HostEvent()); }
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* memory = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+    if (memory == nullptr) return absl::ResourceExhaustedError(absl::StrCat("host runtime: ", bytes, " bytes"));
+    return memory;
+  }
+  void Free(void* memory) override { std::free(memory); }
+};
+
+}  // namespace
+
+DeviceRuntime& DeviceRuntime::Host() {
+  static HostRuntime* runtime = new HostRuntime();
+  return *runtime;
+}
+
+absl::StatusOr<DeviceRuntime*> DeviceRuntime::For(Device device) {
+  if (device.is_cpu()) return &Host();
+  return CudaRuntime(device.index);
+}
+
+#ifndef BRAID_WITH_CUDA
+absl::StatusOr<DeviceRuntime*> CudaRuntime(int device_index) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("no CUDA runtime for cuda:", device_index, ": this binary was built without --config=cuda"));
+}
+#endif
+
+}  // namespace braid
