@@ -50,6 +50,7 @@ namespace braid {
 
 class Event {
  public:
+  // May be destroyed with Records or waits still queued (as cudaEventDestroy).
   virtual ~Event() = default;
   // Whether the latest Record has completed (true when never recorded).
   virtual absl::StatusOr<bool> Query() = 0;

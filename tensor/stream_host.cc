@@ -22,47 +22,55 @@ namespace {
 // How often a stream blocked on an event looks whether it is being destroyed.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(50);
 
-class HostEvent : public Event {
- public:
-  // A Record being queued: the generation it completes.
+// An event's counters live apart from the Event object, shared with the ops
+// queued on it, so that destroying an Event with work pending is safe (as
+// cudaEventDestroy is).
+struct EventState {
+  absl::Mutex mu;
+  absl::CondVar done;
+  uint64_t recorded ABSL_GUARDED_BY(mu) = 0;
+  uint64_t completed ABSL_GUARDED_BY(mu) = 0;
+
   uint64_t NextRecord() {
-    MutexLock lock(&mu_);
-    return ++recorded_;
+    MutexLock lock(&mu);
+    return ++recorded;
   }
   uint64_t Latest() {
-    MutexLock lock(&mu_);
-    return recorded_;
+    MutexLock lock(&mu);
+    return recorded;
   }
   void Complete(uint64_t generation) {
-    MutexLock lock(&mu_);
-    completed_ = std::max(completed_, generation);
-    done_.SignalAll();
+    MutexLock lock(&mu);
+    completed = std::max(completed, generation);
+    done.SignalAll();
   }
   // Whether `generation` completed before `deadline`.
   bool WaitFor(uint64_t generation, Deadline deadline) {
-    MutexLock lock(&mu_);
-    while (completed_ < generation) {
+    MutexLock lock(&mu);
+    while (completed < generation) {
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
-      WaitWithTimeout(&done_, &mu_, left);
+      WaitWithTimeout(&done, &mu, left);
     }
     return true;
   }
+};
+
+class HostEvent : public Event {
+ public:
+  const std::shared_ptr<EventState>& state() const { return state_; }
 
   absl::StatusOr<bool> Query() override {
-    MutexLock lock(&mu_);
-    return completed_ >= recorded_;
+    MutexLock lock(&state_->mu);
+    return state_->completed >= state_->recorded;
   }
   absl::Status Synchronize(Deadline deadline) override {
-    if (WaitFor(Latest(), deadline)) return absl::OkStatus();
+    if (state_->WaitFor(state_->Latest(), deadline)) return absl::OkStatus();
     return absl::DeadlineExceededError("host event: its latest record has not completed by the deadline");
   }
 
  private:
-  absl::Mutex mu_;
-  absl::CondVar done_;
-  uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  const std::shared_ptr<EventState> state_ = std::make_shared<EventState>();
 };
 
 class HostStream : public Stream {
@@ -80,16 +88,18 @@ class HostStream : public Stream {
   absl::Status Record(Event& event) override {
     auto* host = dynamic_cast<HostEvent*>(&event);
     if (host == nullptr) return absl::InvalidArgumentError("a host stream can record only a host event");
-    const uint64_t generation = host->NextRecord();
-    return Enqueue([host, generation] { host->Complete(generation); });
+    std::shared_ptr<EventState> state = host->state();
+    const uint64_t generation = state->NextRecord();
+    return Enqueue([state, generation] { state->Complete(generation); });
   }
   absl::Status WaitEvent(Event& event) override {
     auto* host = dynamic_cast<HostEvent*>(&event);
     if (host == nullptr) return absl::InvalidArgumentError("a host stream can wait only for a host event");
-    const uint64_t generation = host->Latest();
+    std::shared_ptr<EventState> state = host->state();
+    const uint64_t generation = state->Latest();
     if (generation == 0) return absl::OkStatus();
-    return Enqueue([this, host, generation] {
-      while (!host->WaitFor(generation, DeadlineIn(kWaitSlice))) {
+    return Enqueue([this, state, generation] {
+      while (!state->WaitFor(generation, DeadlineIn(kWaitSlice))) {
         if (Stopping()) return;
       }
     });

@@ -73,6 +73,9 @@ step reduce_cuda_test 120 "$bin/reduce_cuda_test"
 # Streams and events on a real GPU: the same checks as on the host runtime
 # (a slow producer never read stale; the control without the wait reads it stale).
 step stream_test 60 "$bin/stream_test"
+# Point-to-point on streams between 2-4 thread ranks sharing GPU 0 (what
+# braid's device algorithms will run on where NCCL refuses ranks on one GPU).
+step device_link_test 60 "$bin/device_link_test"
 step reduce_kernels_cuda_bench 90 "$bin/reduce_kernels_cuda_bench"
 # NCCL transport: every native collective at world size 1, deadlines and abort.
 step nccl_test 90 "$bin/nccl_test"

@@ -16,6 +16,7 @@ TARGETS=(
   //tests/tensor:reduce_cuda_test
   //tests/tensor:tensor_test
   //tests/tensor:stream_test
+  //tests/collectives/transport:device_link_test
   //bench:reduce_kernels_cuda_bench
   //tests/collectives/transport/nccl:nccl_test
   //tests/collectives:host_staging_test
