@@ -1,28 +1,16 @@
 #include "launcher/replace_policy.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/deadline.h"
 #include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "store/membership.h"
 
 namespace braid {
-namespace {
-
-// Whether `key` exists, and its value when it does ("" otherwise).
-absl::StatusOr<std::pair<bool, std::string>> Lookup(Store& store, const std::string& key) {
-  BRAID_ASSIGN_OR_RETURN(const bool exists, store.Check({key}));
-  if (!exists) return std::make_pair(false, std::string());
-  // It exists: a deadline already passed still returns it, and never waits.
-  BRAID_ASSIGN_OR_RETURN(std::string value, store.Get(key, Deadline()));
-  return std::make_pair(true, std::move(value));
-}
-
-}  // namespace
 
 ReplacePolicy::ReplacePolicy(std::shared_ptr<Store> workers_store, std::string host,
                              const std::vector<WorkerSpec>& specs)
@@ -31,10 +19,10 @@ ReplacePolicy::ReplacePolicy(std::shared_ptr<Store> workers_store, std::string h
 }
 
 absl::StatusOr<std::string> ReplacePolicy::FallbackReason() {
-  BRAID_ASSIGN_OR_RETURN(auto fallback, Lookup(*store_, membership::FallbackKey()));
-  if (!fallback.first) return std::string();
+  BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> fallback, GetIfSet(*store_, membership::FallbackKey()));
+  if (!fallback.has_value()) return std::string();
   // A worker that set it empty still asked for the fallback.
-  return fallback.second.empty() ? std::string("a worker asked for a full restart") : fallback.second;
+  return fallback->empty() ? std::string("a worker asked for a full restart") : *fallback;
 }
 
 absl::StatusOr<std::vector<std::string>> ReplacePolicy::KillEvicted(WorkerGroup& group) {
@@ -42,9 +30,10 @@ absl::StatusOr<std::vector<std::string>> ReplacePolicy::KillEvicted(WorkerGroup&
   for (const RunningWorker& worker : group.Running()) {
     if (evicted_.count(worker.pid) != 0) continue;  // killed already; its exit is on the way
     const std::string token = membership::ProcessToken(host_, worker.pid);
-    BRAID_ASSIGN_OR_RETURN(auto evict, Lookup(*store_, membership::EvictKey(worker.global_rank, token)));
-    if (!evict.first) continue;
-    const std::string why = evict.second.empty() ? std::string("left out by the others") : evict.second;
+    BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> evict,
+                           GetIfSet(*store_, membership::EvictKey(worker.global_rank, token)));
+    if (!evict.has_value()) continue;
+    const std::string why = evict->empty() ? std::string("left out by the others") : *evict;
     evicted_[worker.pid] = why;
     group.Kill(worker.global_rank, worker.pid);
     killed.push_back(absl::StrCat("rank ", worker.global_rank, " (", token, ") was evicted by the others (", why,

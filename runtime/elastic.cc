@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,9 +28,11 @@ using membership::Member;
 // How often the watcher re-asks the store (and so how long it takes to stop).
 constexpr absl::Duration kWatchSlice = absl::Milliseconds(200);
 
+// One process: the same id and incarnation (the host is only its layout).
+bool SameProcess(const Member& a, const Member& b) { return a.id == b.id && a.token == b.token; }
+
 bool Has(const std::vector<Member>& members, const Member& m) {
-  return std::any_of(members.begin(), members.end(),
-                     [&](const Member& x) { return x.id == m.id && x.token == m.token; });
+  return std::any_of(members.begin(), members.end(), [&](const Member& x) { return SameProcess(x, m); });
 }
 
 std::string Ids(const std::vector<Member>& members) {
@@ -119,11 +122,6 @@ ElasticGroup::~ElasticGroup() {
 ProcessGroup& ElasticGroup::group() {
   MutexLock lock(&mu_);
   return *group_;
-}
-
-absl::Status ElasticGroup::revoked() {
-  MutexLock lock(&mu_);
-  return revoked_;
 }
 
 absl::Status ElasticGroup::Revoke(absl::string_view cause) {
@@ -219,11 +217,10 @@ absl::StatusOr<std::vector<Member>> ElasticGroup::Agree(int64_t epoch, const std
     // Decide: everyone checked in now, less those seen dead since.
     std::vector<Member> present;
     for (int id = 0; id < world0_; ++id) {
-      const std::string key = membership::CheckInKey(epoch, id);
-      BRAID_ASSIGN_OR_RETURN(const bool in, Exists(*store_, key));
-      if (!in) continue;
-      BRAID_ASSIGN_OR_RETURN(const std::string value, store_->Get(key, deadline));
-      BRAID_ASSIGN_OR_RETURN(Member m, membership::DecodeCheckIn(id, value));
+      BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> value,
+                             GetIfSet(*store_, membership::CheckInKey(epoch, id)));
+      if (!value.has_value()) continue;
+      BRAID_ASSIGN_OR_RETURN(Member m, membership::DecodeCheckIn(id, *value));
       BRAID_ASSIGN_OR_RETURN(const bool dead, Exists(*store_, membership::DeadKey(m.id, m.token)));
       if (!dead) present.push_back(std::move(m));
     }
@@ -248,7 +245,7 @@ absl::Status ElasticGroup::Build(int64_t epoch, std::vector<Member> members) {
   env.local_world_size = 0;
   env.local_rank = 0;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].id == me_.id && members[i].token == me_.token) {
+    if (SameProcess(members[i], me_)) {
       env.rank = static_cast<int>(i);
       env.local_rank = env.local_world_size;
     }

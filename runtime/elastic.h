@@ -97,8 +97,6 @@ class ElasticGroup {
   // Revokes the current epoch with `cause` (every member's communicator
   // fails fast with it); Reform follows.
   absl::Status Revoke(absl::string_view cause);
-  // The cause when the current epoch was revoked (seen by the watcher), else OK.
-  absl::Status revoked();
 
   // Collective over the current group: every rank's `progress` (steps done,
   // say); returns the lowest rank of those with the most, which the others

@@ -49,13 +49,11 @@ absl::StatusOr<std::vector<Member>> DecodeMembers(absl::string_view text) {
 
 absl::StatusOr<int64_t> Latest(Store& store) {
   const std::string key = LatestKey();
-  absl::StatusOr<bool> exists = store.Check({key});
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return -1;
-  absl::StatusOr<std::string> value = store.Get(key, Deadline());
+  absl::StatusOr<std::optional<std::string>> value = GetIfSet(store, key);
   if (!value.ok()) return value.status();
+  if (!value->has_value()) return -1;
   int64_t epoch = 0;
-  if (!absl::SimpleAtoi(*value, &epoch)) return absl::DataLossError(absl::StrCat(key, " holds \"", *value, "\""));
+  if (!absl::SimpleAtoi(**value, &epoch)) return absl::DataLossError(absl::StrCat(key, " holds \"", **value, "\""));
   return epoch;
 }
 
@@ -74,14 +72,11 @@ absl::Status AdvanceLatest(Store& store, int64_t epoch) {
 
 absl::StatusOr<std::vector<Member>> MembersIfDecided(Store& store, int64_t epoch, bool* decided) {
   *decided = false;
-  const std::string key = MembersKey(epoch);
-  absl::StatusOr<bool> exists = store.Check({key});
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return std::vector<Member>();
-  absl::StatusOr<std::string> value = store.Get(key, Deadline());
+  absl::StatusOr<std::optional<std::string>> value = GetIfSet(store, MembersKey(epoch));
   if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::vector<Member>();
   *decided = true;
-  return DecodeMembers(*value);
+  return DecodeMembers(**value);
 }
 
 absl::StatusOr<std::string> Revoke(Store& store, int64_t epoch, absl::string_view cause) {

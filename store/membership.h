@@ -49,9 +49,6 @@ struct Member {
   int id = 0;
   std::string token;
   std::string host;  // where it runs: the new group's host layout
-  bool operator==(const Member& other) const {
-    return id == other.id && token == other.token && host == other.host;
-  }
 };
 // One line per member, "id token host", ordered by id (the new ranks).
 std::string EncodeMembers(absl::Span<const Member> members);

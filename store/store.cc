@@ -55,4 +55,14 @@ absl::StatusOr<bool> PrefixStore::Delete(absl::string_view key) {
 
 absl::StatusOr<int64_t> PrefixStore::NumKeys() { return base_->NumKeys(); }
 
+absl::StatusOr<std::optional<std::string>> GetIfSet(Store& store, absl::string_view key) {
+  const std::string name(key);
+  absl::StatusOr<bool> exists = store.Check({name});
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return std::optional<std::string>();
+  absl::StatusOr<std::string> value = store.Get(name, Deadline());
+  if (!value.ok()) return value.status();
+  return std::optional<std::string>(std::move(*value));
+}
+
 }  // namespace braid

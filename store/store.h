@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,10 @@ class Store {
   // How many keys the store holds now. Any thread.
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
 };
+
+// The value of `key` if it exists now, else nullopt; never waits for it
+// (Check, then a Get with a deadline already passed). Any thread.
+absl::StatusOr<std::optional<std::string>> GetIfSet(Store& store, absl::string_view key);
 
 // A view of another Store in which every key is "prefix/key", so that groups,
 // restarts or subsystems sharing one store cannot collide. Holds the base

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -187,6 +188,18 @@ TEST_CASE("TcpStore: a Get whose deadline has passed still returns an existing k
   CHECK(absl::StrContains(missing.status().message(), "\"absent\""));
   // The connection stays usable after a server-side timeout.
   CHECK(store->Get("here", DeadlineIn(absl::Seconds(5))).value() == "yes");
+}
+
+TEST_CASE("GetIfSet: the value of a key that exists, nullopt for one that does not, never waiting", "[store]") {
+  auto server = StartServer();
+  auto store = ConnectTo(*server);
+  REQUIRE(store->Set("here", "yes").ok());
+  REQUIRE(store->Set("empty", "").ok());
+  CHECK(GetIfSet(*store, "here").value() == std::optional<std::string>("yes"));
+  CHECK(GetIfSet(*store, "empty").value() == std::optional<std::string>(""));
+  const absl::Time start = absl::Now();
+  CHECK_FALSE(GetIfSet(*store, "absent").value().has_value());
+  CHECK(absl::Now() - start < absl::Seconds(1));
 }
 
 TEST_CASE("TcpStore: Add creates at 0, counts, and stores decimal text", "[store]") {
