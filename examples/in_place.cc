@@ -60,11 +60,7 @@ class InPlaceTrainer {
   // After a failure: regroup and Sync, until it holds or cannot.
   absl::Status Recover(absl::Status cause);
   absl::Status VerifyIdentical();
-  std::vector<float*> Grads() {
-    std::vector<float*> g;
-    for (int i = 0; i < reducer_->num_parameters(); ++i) g.push_back(reducer_->gradient(i).data<float>());
-    return g;
-  }
+  std::vector<float*> Grads() { return ReducerGrads(*reducer_); }
   ProcessGroup& group() { return elastic_->group(); }
 
   const Flags& flags_;
@@ -96,16 +92,7 @@ absl::Status InPlaceTrainer::Sync(bool fresh) {
     reducer_ = std::move(next);
     return absl::OkStatus();
   }
-  ReducerOptions options;
-  options.gradient_as_bucket_view = true;
-  if (flags_.hook == "fp16") options.comm_hook = Fp16CompressHook();
-  if (flags_.hook == "bf16") options.comm_hook = Bf16CompressHook();
-  std::vector<Tensor> grads;
-  for (size_t i = 0; i < model_.params().size(); ++i) {
-    initial_grads_.emplace_back(model_.params()[i].size(), 0.0f);
-    grads.push_back(Tensor::View(initial_grads_.back().data(), model_.ParamShape(i), DType::kF32));
-  }
-  BRAID_ASSIGN_OR_RETURN(reducer_, Reducer::Create(group(), grads, options));
+  BRAID_ASSIGN_OR_RETURN(reducer_, MakeReducer(group(), flags_, model_, &initial_grads_));
   return absl::OkStatus();
 }
 

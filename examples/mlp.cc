@@ -210,4 +210,30 @@ std::vector<Tensor> ParamTensors(Mlp& model) {
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
+                                                     std::vector<std::vector<float>>* initial) {
+  ReducerOptions options;
+  options.gradient_as_bucket_view = true;
+  if (flags.hook == "fp16") options.comm_hook = Fp16CompressHook();
+  if (flags.hook == "bf16") options.comm_hook = Bf16CompressHook();
+  for (int l = 1; l <= model.layers(); ++l) {
+    options.parameter_names.push_back(absl::StrCat("fc", l, ".weight"));
+    options.parameter_names.push_back(absl::StrCat("fc", l, ".bias"));
+  }
+  initial->clear();
+  initial->reserve(model.params().size());  // the views below point into it
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    initial->emplace_back(model.params()[i].size(), 0.0f);
+    grads.push_back(Tensor::View(initial->back().data(), model.ParamShape(i), DType::kF32));
+  }
+  return Reducer::Create(group, std::move(grads), std::move(options));
+}
+
+std::vector<float*> ReducerGrads(const Reducer& reducer) {
+  std::vector<float*> g;
+  for (int i = 0; i < reducer.num_parameters(); ++i) g.push_back(reducer.gradient(i).data<float>());
+  return g;
+}
+
 }  // namespace braid::examples

@@ -10,11 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/process_group.h"
+#include "runtime/reducer.h"
 #include "tensor/tensor.h"
 
 namespace braid::examples {
@@ -214,6 +217,15 @@ absl::StatusOr<int> LoadNewestCheckpoint(const std::string& dir, Mlp& model);
 
 // Views of the model's parameters.
 std::vector<Tensor> ParamTensors(Mlp& model);
+
+// The reducer both training loops use (collective): gradients as bucket
+// views (no copy in or out), the hook --hook names, parameters named
+// fc<l>.weight / fc<l>.bias. `initial` receives the zero gradients handed to
+// it and must outlive it.
+absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
+                                                     std::vector<std::vector<float>>* initial);
+// The reducer's gradients (its bucket views), in parameter order.
+std::vector<float*> ReducerGrads(const Reducer& reducer);
 
 // The in-place recovery loop (--recovery=in-place), in_place.cc.
 absl::Status TrainInPlace(const Flags& flags);

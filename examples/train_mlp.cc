@@ -148,11 +148,7 @@ struct Trainer {
   std::vector<std::vector<float>> initial_grads;  // the reducer copies these into its buckets
   std::unique_ptr<Reducer> reducer;
 
-  std::vector<float*> Grads() {
-    std::vector<float*> g;
-    for (int i = 0; i < reducer->num_parameters(); ++i) g.push_back(reducer->gradient(i).data<float>());
-    return g;
-  }
+  std::vector<float*> Grads() { return ReducerGrads(*reducer); }
 
   // One data-parallel step; returns the local mean loss.
   absl::StatusOr<float> Step(const std::vector<int>& batch) {
@@ -312,20 +308,7 @@ absl::Status Run(const Flags& flags) {
   BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(*group, ParamTensors(*t.model), 0));
   const std::vector<std::vector<float>> initial = t.model->params();
 
-  ReducerOptions options;
-  options.gradient_as_bucket_view = true;
-  if (flags.hook == "fp16") options.comm_hook = Fp16CompressHook();
-  if (flags.hook == "bf16") options.comm_hook = Bf16CompressHook();
-  for (int l = 1; l <= t.model->layers(); ++l) {
-    options.parameter_names.push_back(absl::StrCat("fc", l, ".weight"));
-    options.parameter_names.push_back(absl::StrCat("fc", l, ".bias"));
-  }
-  std::vector<Tensor> grads;
-  for (size_t i = 0; i < t.model->params().size(); ++i) {
-    t.initial_grads.emplace_back(t.model->params()[i].size(), 0.0f);
-    grads.push_back(Tensor::View(t.initial_grads.back().data(), t.model->ParamShape(i), DType::kF32));
-  }
-  BRAID_ASSIGN_OR_RETURN(t.reducer, Reducer::Create(*group, grads, options));
+  BRAID_ASSIGN_OR_RETURN(t.reducer, MakeReducer(*group, flags, *t.model, &t.initial_grads));
 
   if (flags.check) return Check(t, initial);
   if (flags.bench_steps > 0) return Bench(t);
