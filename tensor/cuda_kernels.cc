@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "tensor/cuda_launch.h"
 
@@ -17,11 +19,15 @@ static_assert(static_cast<int>(ReduceOp::kSum) == 0 && static_cast<int>(ReduceOp
               static_cast<int>(ReduceOp::kMin) == 2 && static_cast<int>(ReduceOp::kMax) == 3 &&
               static_cast<int>(ReduceOp::kAvg) == 4);
 
-absl::Status Finish(int launched, void* stream, bool synchronize, const char* what, DType dtype) {
+absl::Status Finish(int launched, void* stream, bool synchronize, const std::string& what) {
   cudaError_t error = static_cast<cudaError_t>(launched);
   if (error == cudaSuccess && synchronize) error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
   if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, " on ", DTypeName(dtype), ": ", cudaGetErrorString(error)));
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
+}
+
+absl::Status Finish(int launched, void* stream, bool synchronize, const char* what, DType dtype) {
+  return Finish(launched, stream, synchronize, absl::StrCat(what, " on ", DTypeName(dtype)));
 }
 
 }  // namespace
@@ -36,6 +42,18 @@ absl::Status CudaReduce(DType dtype, ReduceOp op, void* dst, const void* a, cons
 absl::Status CudaDivide(DType dtype, void* data, size_t count, int64_t divisor, void* stream, bool synchronize) {
   const int launched = cuda_launch::Divide(static_cast<int>(dtype), data, count, divisor, stream);
   return Finish(launched, stream, synchronize, "CUDA divide", dtype);
+}
+
+absl::Status CudaCast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count, void* stream,
+                      bool synchronize) {
+  const std::string what = absl::StrCat("CUDA cast ", DTypeName(src_dtype), " -> ", DTypeName(dst_dtype));
+  if (!IsFloatingPoint(dst_dtype) || !IsFloatingPoint(src_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": only float32, float64, float16 and bfloat16 convert to one another"));
+  }
+  const int launched =
+      cuda_launch::Cast(static_cast<int>(dst_dtype), dst, static_cast<int>(src_dtype), src, count, stream);
+  return Finish(launched, stream, synchronize, what);
 }
 
 }  // namespace braid

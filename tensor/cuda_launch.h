@@ -14,6 +14,10 @@ namespace braid::cuda_launch {
 int Reduce(int dtype, int op, void* dst, const void* a, const void* b, size_t count, void* stream);
 // data[i] /= divisor; asynchronous on `stream`.
 int Divide(int dtype, void* data, size_t count, int64_t divisor, void* stream);
+// dst[i] = src[i] converted to dst_dtype, rounding to nearest even; both
+// dtypes among f32, f64, f16, bf16 (else cudaErrorInvalidValue, nothing
+// launched). No overlap. Asynchronous on `stream`.
+int Cast(int dst_dtype, void* dst, int src_dtype, const void* src, size_t count, void* stream);
 
 }  // namespace braid::cuda_launch
 
