@@ -70,8 +70,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_p
   }
   BRAID_ASSIGN_OR_RETURN(AgreementChecks checks, AgreementChecksFromEnv());
   BRAID_ASSIGN_OR_RETURN(HostLayout layout, GatherLayout(*transport, options, DeadlineIn(timeout)));
-  return std::unique_ptr<Communicator>(
+  DeviceLink* link = transport->device_link();
+  std::unique_ptr<Communicator> comm(
       new Communicator(std::move(transport), options, timeout, env_algorithm, inline_bytes, checks, std::move(layout)));
+  if (link != nullptr) {
+    Communicator* self = comm.get();
+    BRAID_ASSIGN_OR_RETURN(comm->device_,
+                           DeviceCollectives::Create(*link, [self](const absl::Status& cause) { self->Abort(cause); }));
+  }
+  return comm;
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
@@ -107,6 +114,7 @@ Communicator::~Communicator() {
     progress_wakeup_.Signal();
   }
   progress_.join();
+  device_.reset();  // drains the device; its callbacks use the members below
 }
 
 void Communicator::Abort(const absl::Status& cause) {
@@ -131,6 +139,7 @@ void Communicator::Abort(const absl::Status& cause) {
     flight_.Finished(task.args.seq, failure);
     task.work->Finish(failure);
   }
+  if (device_) device_->Abort(failure);  // what is queued on the device fails now
   if (abort_transport_here) {
     AbortTransports(failure);  // tells the peers
     MutexLock lock(&mu_);
@@ -155,7 +164,12 @@ absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t
 
 absl::Status Communicator::CheckTensor(const Tensor& tensor, const char* what) const {
   if (!tensor.defined()) return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " is undefined"));
-  if (device_memory_only_ && !tensor.device().is_cuda()) {
+  if (device_ && tensor.device() != device_->device()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
+                                                   ": the ", transport_name_, " communicator takes tensors on ",
+                                                   ToString(device_->device())));
+  }
+  if (!device_ && device_memory_only_ && !tensor.device().is_cuda()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": ", what, " ", tensor.DebugString(),
                                                    ": the ", transport_name_, " communicator takes CUDA tensors"));
   }
@@ -181,6 +195,10 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
       const Algorithm algorithm,
       AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
   Task task;
+  if (device_ && request.kind != CollectiveKind::kSplit) {
+    // Now, in the caller's order: the collective follows what its stream has queued.
+    BRAID_ASSIGN_OR_RETURN(task.ready, device_->Ready(call.stream != nullptr ? call.stream : options_.stream));
+  }
   {
     MutexLock lock(&mu_);
     if (!failure_.ok()) {
@@ -203,7 +221,9 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.bytes = request.bytes;
     task.split = request.split;
     task.queued = timeline_ ? absl::Now() : absl::Time();
-    task.inline_run = request.may_inline && request.bytes <= inline_bytes_ && !busy_ && queue_.empty();
+    // A device collective only queues work: inline at any size.
+    task.inline_run = request.may_inline && (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ &&
+                      queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
     flight_.Queued(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run);
     if (!task.inline_run) {
@@ -224,6 +244,16 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
 
 absl::Status Communicator::Agree(const Task& task) {
   if (task.args.seq == 0 || size_ == 1 || checks_ == AgreementChecks::kOff) return absl::OkStatus();
+  if (task.ready != nullptr) {
+    // On the device it costs a host wait for the device: only when asked.
+    if (checks_ != AgreementChecks::kEvery) return absl::OkStatus();
+    return CheckAgreement(rank_, size_, task.args, "BRAID_DEBUG=detail",
+                          [&](const FrameHeader& mine, absl::Span<FrameHeader> all) {
+                            return device_->GatherBytes(task.args, AsBytes(mine),
+                                                        absl::MakeSpan(reinterpret_cast<std::byte*>(all.data()),
+                                                                       all.size() * sizeof(FrameHeader)));
+                          });
+  }
   if (task.algorithm == Algorithm::kNative) {
     // The engine's messages carry no frame headers: check by default.
     return CheckAgreement(rank_, size_, task.args, native_check_.c_str(),
@@ -269,8 +299,30 @@ absl::Status Communicator::DispatchNative(const Task& task, const Tensor& in, co
   return absl::InternalError(absl::StrCat("no native ", CollectiveKindName(args.kind)));
 }
 
+absl::Status Communicator::DispatchDevice(const Task& task, const Tensor& in, const Tensor& out) {
+  const absl::Time started = timeline_ ? absl::Now() : absl::Time();
+  WorkHandle work = task.work;
+  const CollectiveArgs args = task.args;
+  const Algorithm algorithm = task.algorithm;
+  const size_t bytes = task.bytes;
+  const absl::Time queued = task.queued;
+  // Runs on the stream's callback thread (or the aborting one): no device calls.
+  auto done = [this, work, args, algorithm, bytes, queued, started](absl::Status status) {
+    if (timeline_) timeline_->Collective(args, AlgorithmName(algorithm), bytes, queued, started, absl::Now(), status.ok());
+    flight_.Finished(args.seq, status);
+    work->Finish(status.ok() ? std::move(status)
+                             : Annotate(status, absl::StrCat(CollectiveKindName(args.kind), " seq ", args.seq)));
+  };
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Event> finished,
+                         device_->Run(algorithm, args, task.peer, in.defined() ? in.data() : nullptr,
+                                      out.defined() ? out.data() : nullptr, *task.ready, std::move(done)));
+  work->Queued(std::move(finished));
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Tensor& out) {
   if (task.args.kind == CollectiveKind::kSplit) return DispatchSplit(task);
+  if (task.ready != nullptr) return DispatchDevice(task, in, out);
   if (task.algorithm == Algorithm::kNative) return DispatchNative(task, in, out);
   if (task.algorithm == Algorithm::kHierarchical) return DispatchHierarchical(task, ConstBytes(in), Bytes(out));
   if (task.algorithm == Algorithm::kP2p) {
@@ -300,9 +352,13 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   if (status.ok() && task.args.seq != 0 && stragglers_.Record(stamp, StragglerMonitor::Stamp())) {
     status = ExchangeStragglerWindow(task);
   }
+  // A device collective queued: its callback finishes the Work and the records.
+  const bool on_device = status.ok() && task.ready != nullptr;
   const char* algorithm = AlgorithmName(task.algorithm);
-  if (timeline_) timeline_->Collective(task.args, algorithm, task.bytes, task.queued, started, absl::Now(), status.ok());
-  flight_.Finished(task.args.seq, status);
+  if (timeline_ && !on_device) {
+    timeline_->Collective(task.args, algorithm, task.bytes, task.queued, started, absl::Now(), status.ok());
+  }
+  if (!on_device) flight_.Finished(task.args.seq, status);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
     absl::StatusOr<std::string> dump = flight_.Dump(std::string(status.message()));
@@ -321,7 +377,8 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
     }
   }
   if (!abort_transport.ok()) AbortTransports(abort_transport);
-  if (task.inline_run) {
+  if (on_device) return;
+  if (task.inline_run && task.ready == nullptr) {
     task.work->FinishUnshared(std::move(status));
   } else {
     task.work->Finish(std::move(status));

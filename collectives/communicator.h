@@ -18,8 +18,14 @@
 // aborts the communicator: the peers are told, and this and every later call
 // fails fast with that first cause. A bad argument is returned by the call
 // itself and consumes no sequence number. Tensors must be contiguous and of a
-// braid dtype. A transport of device memory (nccl) takes only CUDA tensors on
-// its device and runs every collective as its engine's own. A host transport
+// braid dtype. A transport of device memory takes only tensors on
+// its device. A transport with a device link (nccl, or tests' local device
+// transport) runs every collective on streams (device/device_collectives.h):
+// ordered after the work already queued on the caller's stream
+// (CallOptions::stream, else CommunicatorOptions::stream, else the device's
+// default stream), its completion an event Work::WaitStream hands to another
+// stream; braid's ring, tree, rhd and chain there, or the engine's own
+// (native). A host transport
 // takes CPU tensors and, in a --config=cuda build, CUDA tensors staged
 // through pinned host memory (host_staging.h); without --config=cuda they
 // are kUnimplemented saying so.
@@ -44,6 +50,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "collectives/agreement.h"
+#include "collectives/device/device_collectives.h"
 #include "collectives/flight_recorder.h"
 #include "collectives/group_layout.h"
 #include "collectives/hierarchical.h"
@@ -55,6 +62,7 @@
 #include "collectives/transport/native_collectives.h"
 #include "collectives/transport/transport.h"
 #include "collectives/work.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace braid {
@@ -83,12 +91,17 @@ struct CommunicatorOptions {
   // This rank's host, as the host layout sees it (empty: gethostname).
   // Tests name "hosts" on one machine.
   std::string host_name;
+  // Collectives on device memory are ordered after this stream's work
+  // (null: the device's default stream). Must outlive the communicator.
+  Stream* stream = nullptr;
 };
 
 // Per-call overrides.
 struct CallOptions {
   absl::optional<absl::Duration> timeout;
   Algorithm algorithm = Algorithm::kAuto;
+  // Device memory: the stream whose work the collective follows.
+  Stream* stream = nullptr;
 };
 
 class Communicator {
@@ -209,6 +222,8 @@ class Communicator {
     absl::Time queued;
     bool inline_run = false;  // runs on the caller's thread, recorded running when queued
     std::shared_ptr<SplitJob> split;  // kSplit only
+    // Device memory: recorded on the caller's stream when issued.
+    std::shared_ptr<Event> ready;
   };
 
   Communicator(std::unique_ptr<Transport> transport, CommunicatorOptions options, absl::Duration timeout,
@@ -249,6 +264,8 @@ class Communicator {
   // transport's device memory).
   absl::Status Dispatch(const Task& task, const Tensor& in, const Tensor& out);
   absl::Status DispatchNative(const Task& task, const Tensor& in, const Tensor& out);
+  // Queues `task` on the device; its Work finishes when the device is done.
+  absl::Status DispatchDevice(const Task& task, const Tensor& in, const Tensor& out);
   // The thread that ran a task is done with the transport: clears busy_,
   // after telling the peers of an Abort that came too late for RunTask.
   void ReleaseTransport();
@@ -257,6 +274,8 @@ class Communicator {
   void ProgressLoop();
 
   std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
+  // Collectives on streams, when the transport has a device link.
+  std::unique_ptr<DeviceCollectives> device_;
   NativeCollectives* const native_;       // the transport's own collectives, or null
   const int rank_;
   const int size_;

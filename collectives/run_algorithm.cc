@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
+#include "collectives/transport/device_link.h"
 #include "collectives/chain.h"
 #include "collectives/pairwise.h"
 #include "collectives/rhd.h"
@@ -50,6 +51,9 @@ TransportCaps CapsOf(Transport& transport) {
   caps.peer_access = windows != nullptr && windows->CanAccessPeers();
   caps.native = transport.native_collectives() != nullptr;
   caps.device_memory_only = transport.device_memory_only();
+  DeviceLink* link = transport.device_link();
+  caps.device_link = link != nullptr;
+  caps.device_native = link != nullptr && link->has_native();
   return caps;
 }
 

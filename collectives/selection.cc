@@ -134,10 +134,47 @@ Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm
   return chosen == Algorithm::kPeerAccess && !huge_pages ? Algorithm::kWindow : chosen;
 }
 
+absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
+                                                 Algorithm requested) const {
+  if (requested == Algorithm::kNative) {
+    if (!caps_.device_native) {
+      return absl::UnimplementedError(absl::StrCat("native ", CollectiveKindName(kind), ": the ", caps_.name,
+                                                   " device link has no collectives of its own"));
+    }
+    return requested;
+  }
+  const bool all_reduce = kind == CollectiveKind::kAllReduce;
+  const bool named = requested != Algorithm::kAuto && requested != Algorithm::kDirect;
+  if (named && all_reduce) {
+    if (requested == Algorithm::kRing || requested == Algorithm::kTree || requested == Algorithm::kRhd) {
+      return requested;
+    }
+    return absl::UnimplementedError(absl::StrCat(AlgorithmName(requested), " does not run on device memory (",
+                                                 caps_.name, "): ring, tree, rhd or native"));
+  }
+  if (named && requested == Algorithm::kRing &&
+      (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather)) {
+    return requested;
+  }
+  if (caps_.device_native && requested == Algorithm::kAuto) return Algorithm::kNative;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return count * element_size <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather: return Algorithm::kRing;
+    case CollectiveKind::kAllToAll: return Algorithm::kPairwise;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: return Algorithm::kChain;
+    case CollectiveKind::kBarrier: return Algorithm::kDissemination;
+    default: return absl::InvalidArgumentError(absl::StrCat("no device algorithm for ", CollectiveKindName(kind)));
+  }
+}
+
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
                                            Algorithm requested, bool huge_pages) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
   if (kind == CollectiveKind::kSplit) return Algorithm::kRing;
+  if (caps_.device_link) return SelectDevice(kind, count, element_size, requested);
   if (caps_.device_memory_only) return Algorithm::kNative;
   if (kind == CollectiveKind::kAllReduce) {
     bool requestable = false;

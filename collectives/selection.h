@@ -26,6 +26,13 @@
 // slice is large enough, else window where there are windows, else
 // one-shot.
 //
+// On a device link (device memory, streams): every collective as its
+// program (device/program.h): ring, tree or rhd all-reduce, ring
+// reduce-scatter and all-gather, chain broadcast and reduce, pairwise
+// all-to-all, dissemination barrier; or native where the link has the
+// engine's own, which auto prefers (NCCL tunes its own); without it, auto
+// takes rhd up to small_allreduce_bytes and ring above.
+//
 // Requests: a collective other than all-reduce takes native when asked, and
 // peer-access where it has that path (an error when the transport lacks
 // what was asked for); braid's choice for anything else.
@@ -84,7 +91,11 @@ struct TransportCaps {
   bool shared_windows = false;
   bool peer_access = false;  // implies shared_windows
   bool native = false;       // the engine's own collectives
-  bool device_memory_only = false;  // nccl: native only
+  bool device_memory_only = false;  // payloads are device memory
+  // A device link (device_link.h): braid's programs run on streams; and
+  // whether that link has the engine's own collectives (NCCL's).
+  bool device_link = false;
+  bool device_native = false;
   // Where the group's ranks run (the communicator's host layout).
   int hosts = 1;
   int min_per_host = 1;
@@ -136,6 +147,8 @@ class Selector {
 
  private:
   Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const;
+  absl::StatusOr<Algorithm> SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
+                                         Algorithm requested) const;
   // auto: the tuned table's row, else the built-in rule.
   Algorithm AutoAllReduce(size_t count, size_t element_size) const;
   // "direct" for this transport and size.

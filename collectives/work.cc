@@ -9,8 +9,31 @@ namespace braid {
 
 void Work::Finish(absl::Status status) {
   MutexLock lock(&mu_);
+  if (done_.load(std::memory_order_relaxed)) return;
   status_ = std::move(status);
   done_.store(true, std::memory_order_release);
+}
+
+void Work::Queued(std::shared_ptr<Event> done) {
+  MutexLock lock(&mu_);
+  device_done_ = std::move(done);
+}
+
+absl::Status Work::WaitStream(Stream& stream, Deadline deadline) {
+  std::shared_ptr<Event> event;
+  {
+    MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return device_done_ != nullptr || done_.load(std::memory_order_relaxed);
+    };
+    if (!AwaitWithDeadline(&mu_, absl::Condition(&ready), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat("collective seq ", seq_, " not yet queued at the wait's deadline"));
+    }
+    if (done_.load(std::memory_order_relaxed) && !status_.ok()) return status_;
+    event = device_done_;
+  }
+  if (event == nullptr) return absl::OkStatus();  // a host collective, finished
+  return stream.WaitEvent(*event);
 }
 
 void Work::FinishUnshared(absl::Status status) {

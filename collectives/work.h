@@ -1,6 +1,8 @@
 // Work: the handle of one issued collective (as c10d's Work). The
-// communicator finishes it once, from the thread that ran the collective;
-// any thread may wait on it or test it.
+// communicator finishes it once: from the thread that ran the collective,
+// or, for one on device memory, from the stream's callback once the device
+// is done (a later Finish, e.g. an abort racing it, is ignored). Any thread
+// may wait on it or test it.
 #ifndef BRAID_COLLECTIVES_WORK_H_
 #define BRAID_COLLECTIVES_WORK_H_
 
@@ -12,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/deadline.h"
+#include "tensor/stream.h"
 
 namespace braid {
 
@@ -21,6 +24,12 @@ class Work {
   // (kDeadlineExceeded if still running at the deadline: it keeps running
   // and ends by its own deadline).
   absl::Status Wait(Deadline deadline = absl::InfiniteFuture());
+  // Makes `stream`'s later work wait for the collective, without blocking
+  // on the device: for a collective on device memory, its done event (the
+  // host waits only until the collective has been queued, at most until
+  // `deadline`); for one on the host, it blocks until finished, as Wait.
+  // The collective's error, if it already failed.
+  absl::Status WaitStream(Stream& stream, Deadline deadline = absl::InfiniteFuture());
   // Non-blocking: true once finished.
   bool Test();
   // The result once finished; kUnavailable ("still running") before.
@@ -37,12 +46,15 @@ class Work {
   // Finish for a Work no other thread can see yet (a collective run on the
   // caller's thread, before its handle is returned): no waiter to wake.
   void FinishUnshared(absl::Status status);
+  // The collective is queued on the device; `done` completes after it.
+  void Queued(std::shared_ptr<Event> done);
 
   const uint64_t seq_;
   absl::Mutex mu_;
   // Set once, after status_ (release): a finished Work is read without mu_.
   std::atomic<bool> done_{false};
   absl::Status status_;
+  std::shared_ptr<Event> device_done_ ABSL_GUARDED_BY(mu_);
 };
 using WorkHandle = std::shared_ptr<Work>;
 

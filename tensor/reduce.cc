@@ -103,6 +103,46 @@ void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor) {
   Kernels().divide(dtype, data.data(), data.size() / item, divisor);
 }
 
+namespace {
+
+bool IsFloat(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+// Element i of `bytes` as a double, and back (f16/bf16 round once, from f32).
+double LoadFloat(DType dtype, const std::byte* bytes, size_t i) {
+  switch (dtype) {
+    case DType::kF64: return reinterpret_cast<const double*>(bytes)[i];
+    case DType::kF16: return HalfToFloat(reinterpret_cast<const Half*>(bytes)[i]);
+    case DType::kBF16: return BFloat16ToFloat(reinterpret_cast<const BFloat16*>(bytes)[i]);
+    default: return reinterpret_cast<const float*>(bytes)[i];
+  }
+}
+void StoreFloat(DType dtype, std::byte* bytes, size_t i, double value) {
+  switch (dtype) {
+    case DType::kF64: reinterpret_cast<double*>(bytes)[i] = value; break;
+    case DType::kF16: reinterpret_cast<Half*>(bytes)[i] = FloatToHalf(static_cast<float>(value)); break;
+    case DType::kBF16: reinterpret_cast<BFloat16*>(bytes)[i] = FloatToBFloat16(static_cast<float>(value)); break;
+    default: reinterpret_cast<float*>(bytes)[i] = static_cast<float>(value); break;
+  }
+}
+
+}  // namespace
+
+absl::Status HostCast(DType dst_dtype, absl::Span<std::byte> dst, DType src_dtype, absl::Span<const std::byte> src) {
+  if (!IsFloat(dst_dtype) || !IsFloat(src_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cast from ", DTypeName(src_dtype), " to ", DTypeName(dst_dtype), ": floats only"));
+  }
+  const size_t count = src.size() / DTypeSize(src_dtype);
+  if (src.size() % DTypeSize(src_dtype) != 0 || dst.size() != count * DTypeSize(dst_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("cast of ", src.size(), " bytes of ", DTypeName(src_dtype),
+                                                   " into ", dst.size(), " bytes of ", DTypeName(dst_dtype)));
+  }
+  for (size_t i = 0; i < count; ++i) StoreFloat(dst_dtype, dst.data(), i, LoadFloat(src_dtype, src.data(), i));
+  return absl::OkStatus();
+}
+
 absl::Status ReduceInto(const Tensor& dst, const Tensor& a, const Tensor& b, ReduceOp op) {
   if (!dst.defined() || !dst.IsContiguous()) {
     return absl::InvalidArgumentError(absl::StrCat("reduce: destination ", dst.DebugString(),

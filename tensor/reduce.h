@@ -51,6 +51,10 @@ absl::Status DivideBy(const Tensor& dst, int64_t divisor);
 void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<const std::byte> a,
                 absl::Span<const std::byte> b);
 void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor);
+// dst = src converted, element by element, between the float dtypes (f32,
+// f64, f16, bf16; round to nearest even). kInvalidArgument for any other
+// pair or for sizes that are not the same number of elements.
+absl::Status HostCast(DType dst_dtype, absl::Span<std::byte> dst, DType src_dtype, absl::Span<const std::byte> src);
 // memcpy(dst, src) that writes around the caches (non-temporal stores, AVX2
 // and up): for large outputs nobody reads soon, where it saves reading each
 // destination line first. Slower than memcpy when dst is already cached.

@@ -71,6 +71,9 @@ class Stream {
   virtual absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) = 0;
   // data[i] /= divisor (avg).
   virtual absl::Status Divide(DType dtype, void* data, size_t count, int64_t divisor) = 0;
+  // dst[i] = src[i] converted (between f32, f64, f16 and bf16; round to
+  // nearest even), `count` elements; no overlap.
+  virtual absl::Status Cast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count) = 0;
   // Runs `fn` on the host when the stream reaches it. `fn` must not call
   // into any Stream or Event (CUDA forbids it in host functions).
   virtual absl::Status HostFunc(std::function<void()> fn) = 0;
@@ -90,6 +93,15 @@ class DeviceRuntime {
   static DeviceRuntime& Host();
 
   virtual const char* name() const = 0;  // "host", "cuda:0"
+  // Where its memory lives: Device::Cpu() for the host runtime.
+  virtual Device device() const = 0;
+  // The stream work goes on when a caller names none: CUDA's legacy default
+  // stream (as torch's current stream by default), or one host stream of
+  // the process. Lives as long as the runtime.
+  virtual Stream& DefaultStream() = 0;
+  // A Stream over a caller's native stream (a cudaStream_t), not owned: it
+  // must outlive the wrapper. kUnimplemented for the host runtime.
+  virtual absl::StatusOr<std::unique_ptr<Stream>> WrapStream(void* native) = 0;
   virtual absl::StatusOr<std::unique_ptr<Stream>> NewStream() = 0;
   virtual absl::StatusOr<std::unique_ptr<Event>> NewEvent() = 0;
   // Memory the runtime's streams work on: device memory (cudaMalloc), or

@@ -65,8 +65,10 @@ class CudaEvent : public Event {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  // `owned`: destroyed with this object (else a caller's or the legacy stream).
+  CudaStream(int device, cudaStream_t stream, bool owned = true) : device_(device), stream_(stream), owned_(owned) {}
   ~CudaStream() override {
+    if (!owned_) return;
     absl::StatusOr<CudaDeviceScope> scope = CudaDeviceScope::Enter(Device::Cuda(device_));
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -95,6 +97,10 @@ class CudaStream : public Stream {
   absl::Status Divide(DType dtype, void* data, size_t count, int64_t divisor) override {
     BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
     return Sticky(CudaDivide(dtype, data, count, divisor, stream_, /*synchronize=*/false));
+  }
+  absl::Status Cast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count) override {
+    BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
+    return Sticky(CudaCast(dst_dtype, dst, src_dtype, src, count, stream_, /*synchronize=*/false));
   }
   absl::Status HostFunc(std::function<void()> fn) override {
     BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
@@ -142,14 +148,21 @@ class CudaStream : public Stream {
 
   const int device_;
   cudaStream_t stream_;
+  const bool owned_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
 class CudaDeviceRuntime : public DeviceRuntime {
  public:
-  explicit CudaDeviceRuntime(int device) : device_(device), name_(absl::StrCat("cuda:", device)) {}
+  explicit CudaDeviceRuntime(int device)
+      : device_(device), name_(absl::StrCat("cuda:", device)), legacy_(device, cudaStreamLegacy, /*owned=*/false) {}
   const char* name() const override { return name_.c_str(); }
+  Device device() const override { return Device::Cuda(device_); }
+  Stream& DefaultStream() override { return legacy_; }
+  absl::StatusOr<std::unique_ptr<Stream>> WrapStream(void* native) override {
+    return std::unique_ptr<Stream>(new CudaStream(device_, static_cast<cudaStream_t>(native), /*owned=*/false));
+  }
   absl::StatusOr<std::unique_ptr<Stream>> NewStream() override {
     BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, CudaDeviceScope::Enter(Device::Cuda(device_)));
     cudaStream_t stream = nullptr;
@@ -177,6 +190,7 @@ class CudaDeviceRuntime : public DeviceRuntime {
  private:
   const int device_;
   const std::string name_;
+  CudaStream legacy_;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "base/mutex.h"
+#include "base/status.h"
 #include "tensor/stream.h"
 
 namespace braid {
@@ -119,6 +120,13 @@ class HostStream : public Stream {
     const size_t bytes = count * DTypeSize(dtype);
     return Enqueue([=] { HostDivide(dtype, absl::MakeSpan(static_cast<std::byte*>(data), bytes), divisor); });
   }
+  absl::Status Cast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count) override {
+    // Checked now (a host op never fails later); the conversion runs in order.
+    const auto out = absl::MakeSpan(static_cast<std::byte*>(dst), count * DTypeSize(dst_dtype));
+    const auto in = absl::MakeConstSpan(static_cast<const std::byte*>(src), count * DTypeSize(src_dtype));
+    BRAID_RETURN_IF_ERROR(HostCast(dst_dtype, {}, src_dtype, {}));  // the dtypes
+    return Enqueue([=] { (void)HostCast(dst_dtype, out, src_dtype, in); });
+  }
   absl::Status HostFunc(std::function<void()> fn) override { return Enqueue(std::move(fn)); }
   absl::Status Synchronize(Deadline deadline) override {
     MutexLock lock(&mu_);
@@ -176,6 +184,11 @@ class HostStream : public Stream {
 class HostRuntime : public DeviceRuntime {
  public:
   const char* name() const override { return "host"; }
+  Device device() const override { return Device::Cpu(); }
+  Stream& DefaultStream() override { return default_stream_; }
+  absl::StatusOr<std::unique_ptr<Stream>> WrapStream(void*) override {
+    return absl::UnimplementedError("the host runtime has no native streams to wrap");
+  }
   absl::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::unique_ptr<Stream>(new HostStream()); }
   absl::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::unique_ptr<Event>(new HostEvent()); }
   absl::StatusOr<void*> Allocate(size_t bytes) override {
@@ -184,6 +197,9 @@ class HostRuntime : public DeviceRuntime {
     return memory;
   }
   void Free(void* memory) override { std::free(memory); }
+
+ private:
+  HostStream default_stream_;
 };
 
 }  // namespace

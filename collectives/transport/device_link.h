@@ -23,9 +23,11 @@
 //
 // Implementations: LocalDeviceLinks (local_device_link.h: thread ranks of one
 // process on one runtime; CI's host runtime, or several ranks on one GPU,
-// which NCCL refuses) and, to come, one over NCCL's own p2p.
+// which NCCL refuses) and NcclDeviceLink (nccl/nccl_device_link.h: ncclSend
+// and ncclRecv, and NCCL's own collectives on the stream as Native).
 //
-// Threads: each rank's link is used by one thread.
+// Threads: each rank's link is used by one thread; Abort and AsyncError
+// from any.
 #ifndef BRAID_COLLECTIVES_TRANSPORT_DEVICE_LINK_H_
 #define BRAID_COLLECTIVES_TRANSPORT_DEVICE_LINK_H_
 
@@ -33,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "base/deadline.h"
+#include "collectives/transport/frame.h"
 #include "tensor/stream.h"
 
 namespace braid {
@@ -46,6 +49,23 @@ class DeviceLink {
   virtual absl::Status Send(int peer, const void* data, size_t bytes, Stream& stream) = 0;
   virtual absl::Status Recv(int peer, void* data, size_t bytes, Stream& stream) = 0;
   virtual absl::Status GroupEnd(Deadline deadline) = 0;
+
+  // The runtime whose streams and memory the link works on.
+  virtual DeviceRuntime& runtime() = 0;
+  // Makes this rank's pending and later calls fail with `cause` (NCCL:
+  // ncclCommAbort, which also stops its kernels). Any thread.
+  virtual void Abort(const absl::Status& cause) = 0;
+  // An error the engine found on its own since the last call (NCCL's
+  // ncclCommGetAsyncError: a peer gone); OK otherwise. Any thread.
+  virtual absl::Status AsyncError() { return absl::OkStatus(); }
+
+  // The engine's own collective (NCCL's), queued on `stream` with the
+  // NativeCollectives contract (native_collectives.h): same buffers, sizes
+  // and avg. kUnimplemented where the link has none.
+  virtual bool has_native() const { return false; }
+  virtual absl::Status Native(const CollectiveArgs& args, const void* input, void* output, Stream& stream) {
+    return absl::UnimplementedError("this device link has no collectives of its own");
+  }
 };
 
 }  // namespace braid

@@ -23,6 +23,8 @@ class LocalDeviceLinks::Link : public DeviceLink {
   Link(LocalDeviceLinks& links, int rank) : links_(links), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return links_.size_; }
+  DeviceRuntime& runtime() override { return links_.runtime_; }
+  void Abort(const absl::Status& cause) override { links_.Abort(rank_, cause); }
 
   void GroupStart() override {
     sends_.clear();
@@ -111,6 +113,7 @@ class LocalDeviceLinks::Link : public DeviceLink {
   template <typename Ready, typename What>
   absl::Status AwaitLocked(Ready ready, Deadline deadline, What what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(links_.mu_) {
     while (!ready()) {
+      if (!links_.aborted_.ok()) return links_.aborted_;
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) {
         return absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": local device link: ", what()));
@@ -147,5 +150,13 @@ LocalDeviceLinks::LocalDeviceLinks(DeviceRuntime& runtime, int size) : runtime_(
 LocalDeviceLinks::~LocalDeviceLinks() = default;
 
 DeviceLink& LocalDeviceLinks::link(int rank) { return *links_.at(static_cast<size_t>(rank)); }
+
+void LocalDeviceLinks::Abort(int rank, const absl::Status& cause) {
+  MutexLock lock(&mu_);
+  if (aborted_.ok()) {
+    aborted_ = absl::AbortedError(absl::StrCat("local device link: rank ", rank, " aborted: ", cause.message()));
+  }
+  changed_.SignalAll();
+}
 
 }  // namespace braid

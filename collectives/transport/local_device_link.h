@@ -33,6 +33,9 @@ class LocalDeviceLinks {
 
   // Rank `rank`'s link; lives as long as this object.
   DeviceLink& link(int rank);
+  // Every rank's waits fail with `cause` from now on (a rank that aborts
+  // takes the others' pending exchanges with it, as a dead peer would).
+  void Abort(int rank, const absl::Status& cause);
 
  private:
   class Link;
@@ -46,6 +49,7 @@ class LocalDeviceLinks {
   absl::CondVar changed_;  // a message published, or its "copied" recorded
   // [sender * size + receiver]: published messages not yet taken, in order.
   std::vector<std::deque<std::shared_ptr<Message>>> mailboxes_ ABSL_GUARDED_BY(mu_);
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace braid

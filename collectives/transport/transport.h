@@ -46,6 +46,7 @@
 
 namespace braid {
 
+class DeviceLink;
 class NativeCollectives;
 
 using OpId = uint64_t;
@@ -139,9 +140,12 @@ class Transport {
   virtual SharedWindows* shared_windows() { return nullptr; }
   // The engine's own collectives (MPI's, NCCL's), or nullptr.
   virtual NativeCollectives* native_collectives() { return nullptr; }
-  // True when payloads are device (CUDA) memory and only the engine's own
-  // collectives can run (nccl): braid's algorithms reduce on the host.
+  // True when payloads are device memory: the communicator then runs every
+  // collective through device_link(), queued on streams.
   virtual bool device_memory_only() const { return false; }
+  // Point to point on streams (device_link.h), for a transport of device
+  // memory; nullptr otherwise.
+  virtual DeviceLink* device_link() { return nullptr; }
   // The engine's own split (MPI_Comm_split, ncclCommSplit): collective over
   // every rank of this group, each with its color (negative: in no
   // subgroup, which gets nullptr) and key (the order within its subgroup,
