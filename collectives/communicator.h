@@ -32,7 +32,10 @@
 //
 // Threads: all methods are thread-safe; calls from different threads are
 // ordered by when they enter. Tensors handed to a call must stay alive and
-// untouched until its Work completes.
+// untouched until its Work completes. On device memory, after a failure
+// (an abort, a deadline), work already queued on the device may still run
+// until the communicator is destroyed, which drains it (bounded): keep the
+// failed collective's tensors until then.
 #ifndef BRAID_COLLECTIVES_COMMUNICATOR_H_
 #define BRAID_COLLECTIVES_COMMUNICATOR_H_
 
