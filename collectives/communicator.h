@@ -180,8 +180,15 @@ class Communicator {
   absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool huge_pages,
                                          const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
-  bool has_native() const { return native_ != nullptr; }
-  const char* native_name() const { return native_ != nullptr ? native_->native_name() : "none"; }
+  bool has_native() const { return native_ != nullptr || (device_ && device_->link().has_native()); }
+  const char* native_name() const {
+    if (native_ != nullptr) return native_->native_name();
+    return device_ ? device_->link().native_name() : "none";
+  }
+  // Whether collectives run on streams (a device link: nccl).
+  bool on_streams() const { return device_ != nullptr; }
+  // The device's runtime, when on_streams().
+  DeviceRuntime* device_runtime() const { return device_ ? &device_->runtime() : nullptr; }
   // The last straggler report (every BRAID_STRAGGLER_WINDOW collectives; the
   // same on every rank), or one with window 0 before the first. Thread-safe.
   StragglerReport straggler_report();

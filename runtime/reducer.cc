@@ -35,7 +35,7 @@ class AllReduceHookImpl : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
   absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
-    return comm.AllReduce(bucket.buffer, ReduceOp::kAvg);
+    return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, {.stream = bucket.stream});
   }
 };
 
@@ -50,16 +50,23 @@ class CompressHook : public CommHook {
 
   absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
     const DType dtype = bucket.buffer.dtype();
-    if (dtype != DType::kF32 && dtype != DType::kF64) return comm.AllReduce(bucket.buffer, ReduceOp::kAvg);
+    if (!Compressed(bucket)) return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, {.stream = bucket.stream});
     const int64_t n = bucket.buffer.numel();
     Tensor compressed;
     {
       MutexLock lock(&mu_);
       Tensor& slot = compressed_[bucket.index];
       if (!slot.defined() || slot.numel() != n) {
-        BRAID_ASSIGN_OR_RETURN(slot, Tensor::Empty({n}, DTypeOf<Narrow>()));
+        BRAID_ASSIGN_OR_RETURN(slot, Tensor::Empty({n}, DTypeOf<Narrow>(), bucket.buffer.device()));
       }
       compressed = slot;
+    }
+    if (bucket.stream != nullptr) {
+      // On the stream: divide, narrow, sum; Finish widens there too.
+      BRAID_RETURN_IF_ERROR(bucket.stream->Divide(dtype, bucket.buffer.data(), static_cast<size_t>(n), bucket.world_size));
+      BRAID_RETURN_IF_ERROR(bucket.stream->Cast(DTypeOf<Narrow>(), compressed.data(), dtype, bucket.buffer.data(),
+                                                static_cast<size_t>(n)));
+      return comm.AllReduce(compressed, ReduceOp::kSum, {.stream = bucket.stream});
     }
     Narrow* out = compressed.data<Narrow>();
     const double scale = 1.0 / bucket.world_size;
@@ -73,11 +80,15 @@ class CompressHook : public CommHook {
 
   absl::Status Finish(GradBucket& bucket) override {
     const DType dtype = bucket.buffer.dtype();
-    if (dtype != DType::kF32 && dtype != DType::kF64) return absl::OkStatus();
+    if (!Compressed(bucket)) return absl::OkStatus();
     Tensor compressed;
     {
       MutexLock lock(&mu_);
       compressed = compressed_[bucket.index];
+    }
+    if (bucket.stream != nullptr) {
+      return bucket.stream->Cast(dtype, bucket.buffer.data(), DTypeOf<Narrow>(), compressed.data(),
+                                 static_cast<size_t>(bucket.buffer.numel()));
     }
     const Narrow* in = compressed.data<Narrow>();
     const int64_t n = bucket.buffer.numel();
@@ -90,6 +101,13 @@ class CompressHook : public CommHook {
   }
 
  private:
+  // f32/f64 on the host, or on a device stream; a CUDA bucket staged
+  // through host memory (no stream) is reduced uncompressed.
+  static bool Compressed(const GradBucket& bucket) {
+    const DType dtype = bucket.buffer.dtype();
+    if (dtype != DType::kF32 && dtype != DType::kF64) return false;
+    return bucket.stream != nullptr || !bucket.buffer.device().is_cuda();
+  }
   template <typename Fn>
   static void DispatchFloat(DType dtype, Fn&& fn) {
     if (dtype == DType::kF32) {
@@ -207,6 +225,13 @@ Reducer::~Reducer() {
     stopping_ = true;
   }
   if (completion_.joinable()) completion_.join();
+  DrainStreams();  // device work may still use the buckets' memory
+}
+
+void Reducer::DrainStreams() {
+  for (const Bucket& b : buckets_) {
+    if (b.grad.stream != nullptr) (void)b.grad.stream->Synchronize(DeadlineIn(timeout_));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -339,6 +364,15 @@ std::vector<std::vector<int>> Reducer::ComputeBuckets(const std::vector<int>& or
   return closed;
 }
 
+absl::StatusOr<Communicator*> Reducer::CommForDevice(Device device) {
+  Communicator* device_comm = options_.device_comm;
+  if (device_comm != nullptr && device_comm->on_streams() && device_comm->device_runtime()->device() == device) {
+    return device_comm;
+  }
+  if (device.is_cuda()) return group_.CommFor(device);
+  return &comm_;
+}
+
 absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignment) {
   std::vector<Bucket> buckets(assignment.size());
   for (size_t b = 0; b < assignment.size(); ++b) {
@@ -348,6 +382,11 @@ absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignme
     // Zeros: the first touch of the memory happens here, not in backward.
     BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device()));
     buckets[b].grad = GradBucket{static_cast<int>(b), flat, assignment[b], size_};
+    BRAID_ASSIGN_OR_RETURN(buckets[b].comm, CommForDevice(first.device()));
+    if (buckets[b].comm->on_streams()) {
+      buckets[b].grad.stream = options_.compute_stream != nullptr ? options_.compute_stream
+                                                                  : &buckets[b].comm->device_runtime()->DefaultStream();
+    }
   }
   // Slots: in view mode the values move into the new buckets.
   for (size_t b = 0; b < assignment.size(); ++b) {
@@ -369,6 +408,7 @@ absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignme
 }
 
 absl::Status Reducer::RebuildBuckets() {
+  DrainStreams();  // the old buckets go: the device must be done with them (once)
   // Rank 0's arrival order, completed with the parameters it never saw
   // (in reverse index order), shared with everyone.
   const int n = num_parameters();
@@ -551,6 +591,16 @@ absl::Status Reducer::MarkReady(int index) {
 
 void Reducer::FillSlot(int index, Fill fill) {
   const Variable& v = vars_[static_cast<size_t>(index)];
+  if (Stream* stream = buckets_[static_cast<size_t>(v.bucket)].grad.stream) {
+    // Queued after backward's write of the gradient on the compute stream.
+    absl::Status queued;
+    if (fill == Fill::kZero) queued = stream->Zero(v.slot.data(), v.slot.nbytes());
+    if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
+      queued = stream->Copy(v.slot.data(), v.grad.data(), v.slot.nbytes());
+    }
+    BRAID_CHECK_OK(queued);  // a stream that failed fails the bucket's collective too
+    return;
+  }
   if (fill == Fill::kZero) {
     std::memset(v.slot.data(), 0, v.slot.nbytes());
   } else if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
@@ -558,12 +608,20 @@ void Reducer::FillSlot(int index, Fill fill) {
   }
 }
 
+absl::Status Reducer::CopyBack(int index) {
+  const Variable& var = vars_[static_cast<size_t>(index)];
+  if (Stream* stream = buckets_[static_cast<size_t>(var.bucket)].grad.stream) {
+    return stream->Copy(var.grad.data(), var.slot.data(), var.slot.nbytes());
+  }
+  return Tensor(var.grad).CopyFrom(var.slot);
+}
+
 void Reducer::LaunchReadyBuckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     b.launched = true;
     b.launch_time = absl::Now();
-    completion_queue_.push_back(Pending{static_cast<int>(next_launch_), hook_->Launch(comm_, b.grad)});
+    completion_queue_.push_back(Pending{static_cast<int>(next_launch_), hook_->Launch(*b.comm, b.grad)});
     ++next_launch_;
   }
 }
@@ -593,13 +651,15 @@ void Reducer::CompletionLoop() {
     }
     Bucket& bucket = buckets_[static_cast<size_t>(pending.bucket)];
     absl::Status status = pending.work.status();
-    if (status.ok()) status = (*pending.work)->Wait(launched + timeout_ + absl::Seconds(5));
+    Stream* stream = bucket.grad.stream;
+    // A device bucket: its compute stream waits for the collective, never the host.
+    if (status.ok()) {
+      const Deadline deadline = launched + timeout_ + absl::Seconds(5);
+      status = stream != nullptr ? (*pending.work)->WaitStream(*stream, deadline) : (*pending.work)->Wait(deadline);
+    }
     if (status.ok()) status = hook_->Finish(bucket.grad);
     if (status.ok()) {
-      for (int v : copy_out) {
-        const Variable& var = vars_[static_cast<size_t>(v)];
-        status.Update(Tensor(var.grad).CopyFrom(var.slot));
-      }
+      for (int v : copy_out) status.Update(CopyBack(v));
     }
     MutexLock lock(&mu_);
     bucket.done_time = absl::Now();
@@ -713,7 +773,7 @@ absl::Status Reducer::FinishIteration() {
         if (unused[v]) unused_.push_back(static_cast<int>(v));
         // Zero here but used elsewhere: the average still lands in its gradient.
         if (!unused[v] && !locally_used_[v] && !shadow && !options_.gradient_as_bucket_view) {
-          status.Update(vars_[v].grad.CopyFrom(vars_[v].slot));
+          status.Update(CopyBack(static_cast<int>(v)));
         }
       }
     }

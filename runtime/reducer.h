@@ -54,6 +54,7 @@
 #include "absl/types/span.h"
 #include "collectives/communicator.h"
 #include "runtime/process_group.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace braid {
@@ -64,6 +65,10 @@ struct GradBucket {
   Tensor buffer;             // flat, contiguous, one dtype: this rank's gradients, then the average
   std::vector<int> parameters;  // the parameter indices packed in `buffer`, in order
   int world_size = 1;
+  // A bucket on a communicator that runs on streams (nccl; tests' local
+  // device links): the compute stream its copies, hook kernels and
+  // collectives are ordered on. Null for a host bucket.
+  Stream* stream = nullptr;
 };
 
 // How a bucket is reduced. The default averages with one all-reduce; the
@@ -122,6 +127,17 @@ struct ReducerOptions {
   std::vector<std::string> parameter_names;
   // Deadline of every wait; default BRAID_TIMEOUT_SEC.
   absl::optional<absl::Duration> timeout;
+  // Buckets on devices, as DDP on GPUs: a bucket whose device is this
+  // communicator's (which must run on streams) is reduced there; else a
+  // CUDA bucket goes to the group's CommFor(device) (NCCL, or host staging
+  // where there is none). Null: the group's.
+  Communicator* device_comm = nullptr;
+  // The stream backward writes the gradients on (torch's current stream);
+  // null: the device's default stream. On a stream communicator MarkReady
+  // copies a gradient into its bucket on it, the bucket's all-reduce waits
+  // for it (an event), and Finalize makes it wait for the buckets and
+  // copies the averages back on it: the host never waits for the device.
+  Stream* compute_stream = nullptr;
 };
 
 // One synchronized iteration, as measured by the reducer.
@@ -224,6 +240,7 @@ class Reducer {
     int pending = 0;  // parameters not yet ready this iteration
     bool launched = false;
     WorkHandle work;
+    Communicator* comm = nullptr;  // where it is reduced
     absl::Time launch_time;
     absl::Time done_time;
   };
@@ -246,6 +263,12 @@ class Reducer {
   // its value into the bucket (copy the trainer's gradient, zero, nothing).
   enum class Fill { kCopy, kZero, kNone };
   void FillSlot(int index, Fill fill);
+  // Waits (host, bounded) for the device buckets' compute streams.
+  void DrainStreams();
+  // The average back into gradient `index` (on its bucket's stream, if any).
+  absl::Status CopyBack(int index);
+  // Where a bucket of `device` is reduced (ReducerOptions::device_comm).
+  absl::StatusOr<Communicator*> CommForDevice(Device device);
   void LaunchReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompletionLoop();
   absl::Status WaitForBuckets(Deadline deadline);

@@ -67,6 +67,8 @@ class Stream {
   virtual absl::Status WaitEvent(Event& event) = 0;
   // bytes from src to dst (any memory the runtime's device can address).
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  // bytes of zeros at dst.
+  virtual absl::Status Zero(void* dst, size_t bytes) = 0;
   // dst[i] = a[i] op b[i], `count` elements; dst may equal a or b.
   virtual absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) = 0;
   // data[i] /= divisor (avg).

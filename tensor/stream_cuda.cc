@@ -90,6 +90,10 @@ class CudaStream : public Stream {
     BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
     return Checked(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
+  absl::Status Zero(void* dst, size_t bytes) override {
+    BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
+    return Checked(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+  }
   absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) override {
     BRAID_ASSIGN_OR_RETURN(CudaDeviceScope scope, Enter());
     return Sticky(CudaReduce(dtype, op, dst, a, b, count, stream_, /*synchronize=*/false));

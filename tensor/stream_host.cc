@@ -108,6 +108,9 @@ class HostStream : public Stream {
   absl::Status Copy(void* dst, const void* src, size_t bytes) override {
     return Enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
+  absl::Status Zero(void* dst, size_t bytes) override {
+    return Enqueue([dst, bytes] { std::memset(dst, 0, bytes); });
+  }
   absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) override {
     const size_t bytes = count * DTypeSize(dtype);
     return Enqueue([=] {

@@ -51,6 +51,7 @@ class DeviceCollectives {
 
   Device device() const { return link_.runtime().device(); }
   DeviceRuntime& runtime() const { return link_.runtime(); }
+  DeviceLink& link() const { return link_; }
 
   // An event recorded now on `stream` (null: the runtime's default stream).
   absl::StatusOr<std::shared_ptr<Event>> Ready(Stream* stream);

@@ -63,6 +63,7 @@ class DeviceLink {
   // NativeCollectives contract (native_collectives.h): same buffers, sizes
   // and avg. kUnimplemented where the link has none.
   virtual bool has_native() const { return false; }
+  virtual const char* native_name() const { return "none"; }
   virtual absl::Status Native(const CollectiveArgs& args, const void* input, void* output, Stream& stream) {
     return absl::UnimplementedError("this device link has no collectives of its own");
   }

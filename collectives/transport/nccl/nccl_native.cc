@@ -1,11 +1,12 @@
-// NcclTransport's NativeCollectives: NCCL's own collectives on the
-// transport's stream, each waited on under the collective's deadline
-// (nccl_transport.h).
+// NcclTransport's device link (device_link.h): ncclSend/ncclRecv in NCCL
+// groups, and NCCL's own collectives, queued on the stream the caller gives;
+// nothing here waits for the device.
 #include "collectives/transport/nccl/nccl_transport.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "tensor/cuda_kernels.h"
+#include "base/mutex.h"
+#include "collectives/transport/device_link.h"
 #include "tensor/dtype.h"
 #include "tensor/reduce.h"
 
@@ -32,100 +33,140 @@ ncclRedOp_t NcclTransport::NativeOp(const CollectiveArgs& args) const {
   return ncclSum;
 }
 
-absl::Status NcclTransport::FinishAvg(const CollectiveArgs& args, void* data, size_t count) {
-  if (args.op != ReduceOp::kAvg || nccl_avg_ || count == 0) return absl::OkStatus();
-  absl::Status status = CudaDivide(args.dtype, data, count, size(), stream_, /*synchronize=*/false);
-  if (!status.ok()) return Fail(Annotate(status, absl::StrCat("rank ", rank(), ": ", NativeWhat(args), ": avg")));
-  return absl::OkStatus();
-}
 
-absl::Status NcclTransport::NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                            absl::Span<std::byte> output) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  BRAID_RETURN_IF_ERROR(
-      Issued(ncclAllReduce(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
-             absl::StrCat("ncclAllReduce in ", what), args.deadline));
-  BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
-  return Sync(what, args.deadline);
-}
+// The device link over this transport's communicator.
+class NcclTransport::Link : public DeviceLink {
+ public:
+  explicit Link(NcclTransport& t) : t_(t) {}
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  DeviceRuntime& runtime() override { return *t_.runtime_; }
+  const char* native_name() const override { return "NCCL"; }
+  bool has_native() const override { return true; }
 
-absl::Status NcclTransport::NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                                absl::Span<std::byte> output) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  BRAID_RETURN_IF_ERROR(
-      Issued(ncclReduceScatter(input.data(), output.data(), args.count, type, NativeOp(args), comm_, stream_),
-             absl::StrCat("ncclReduceScatter in ", what), args.deadline));
-  BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
-  return Sync(what, args.deadline);
-}
-
-absl::Status NcclTransport::NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                            absl::Span<std::byte> output) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  // In place when input is output's own block: NCCL's rule too.
-  BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(input.data(), output.data(), args.count, type, comm_, stream_),
-                               absl::StrCat("ncclAllGather in ", what), args.deadline));
-  return Sync(what, args.deadline);
-}
-
-absl::Status NcclTransport::NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  BRAID_RETURN_IF_ERROR(Issued(ncclBroadcast(buffer.data(), buffer.data(), args.count, type, args.root, comm_, stream_),
-                               absl::StrCat("ncclBroadcast in ", what), args.deadline));
-  return Sync(what, args.deadline);
-}
-
-absl::Status NcclTransport::NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                         absl::Span<std::byte> output) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  const bool root = rank() == args.root;
-  BRAID_RETURN_IF_ERROR(Issued(ncclReduce(input.data(), root ? output.data() : nullptr, args.count, type,
-                                          NativeOp(args), args.root, comm_, stream_),
-                               absl::StrCat("ncclReduce in ", what), args.deadline));
-  if (root) BRAID_RETURN_IF_ERROR(FinishAvg(args, output.data(), args.count));
-  return Sync(what, args.deadline);
-}
-
-absl::Status NcclTransport::NativeBarrier(const CollectiveArgs& args) {
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  // NCCL has no barrier: a one-element all-reduce completes on a rank only
-  // once every rank has contributed.
-  BRAID_RETURN_IF_ERROR(Issued(ncclAllReduce(device_scratch_, device_scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
-                               absl::StrCat("ncclAllReduce (barrier) in ", what), args.deadline));
-  return Sync(what, args.deadline);
-}
-
-absl::Status NcclTransport::NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                           absl::Span<std::byte> output) {
-  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = NativeWhat(args);
-  const size_t block = args.count * DTypeSize(args.dtype);
-  BRAID_RETURN_IF_ERROR(Issued(ncclGroupStart(), absl::StrCat("ncclGroupStart in ", what), args.deadline));
-  ncclResult_t result = ncclSuccess;
-  for (int peer = 0; peer < size() && (result == ncclSuccess || result == ncclInProgress); ++peer) {
-    result = ncclSend(input.data() + peer * block, args.count, type, peer, comm_, stream_);
-    if (result == ncclSuccess || result == ncclInProgress) {
-      result = ncclRecv(output.data() + peer * block, args.count, type, peer, comm_, stream_);
+  void GroupStart() override { pending_.clear(); }
+  absl::Status Send(int peer, const void* data, size_t bytes, Stream& stream) override {
+    pending_.push_back({true, peer, const_cast<void*>(data), bytes, Native(stream)});
+    return CheckPeer(peer);
+  }
+  absl::Status Recv(int peer, void* data, size_t bytes, Stream& stream) override {
+    pending_.push_back({false, peer, data, bytes, Native(stream)});
+    return CheckPeer(peer);
+  }
+  absl::Status GroupEnd(Deadline deadline) override {
+    BRAID_RETURN_IF_ERROR(t_.CheckUsable());
+    BRAID_RETURN_IF_ERROR(t_.Issued(ncclGroupStart(), "ncclGroupStart", deadline));
+    ncclResult_t result = ncclSuccess;
+    for (const P2p& op : pending_) {
+      if (result != ncclSuccess && result != ncclInProgress) break;
+      result = op.send ? ncclSend(op.data, op.bytes, ncclUint8, op.peer, t_.comm_, op.stream)
+                       : ncclRecv(op.data, op.bytes, ncclUint8, op.peer, t_.comm_, op.stream);
     }
+    const ncclResult_t ended = ncclGroupEnd();
+    pending_.clear();
+    if (result != ncclSuccess && result != ncclInProgress) return t_.Issued(result, "ncclSend/ncclRecv", deadline);
+    return t_.Issued(ended, "ncclGroupEnd (point to point)", deadline);
   }
-  const ncclResult_t ended = ncclGroupEnd();
-  if (result != ncclSuccess && result != ncclInProgress) {
-    return Issued(result, absl::StrCat("ncclSend/ncclRecv in ", what), args.deadline);
+  void Abort(const absl::Status& cause) override {
+    MutexLock lock(&mu_);
+    t_.Abort(cause);
   }
-  BRAID_RETURN_IF_ERROR(Issued(ended, absl::StrCat("ncclGroupEnd in ", what), args.deadline));
-  return Sync(what, args.deadline);
+  absl::Status AsyncError() override {
+    MutexLock lock(&mu_);
+    if (!t_.aborted_.ok() || t_.comm_ == nullptr) return absl::OkStatus();
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(t_.comm_, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress) {
+      return absl::OkStatus();
+    }
+    return absl::Status(CodeOf(async), absl::StrCat("rank ", t_.rank(), ": nccl: ", ncclGetErrorString(async), " (",
+                                                    ncclGetLastError(t_.comm_), ")"));
+  }
+  absl::Status Native(const CollectiveArgs& args, const void* input, void* output, Stream& stream) override {
+    BRAID_RETURN_IF_ERROR(t_.CheckUsable());
+    return t_.NativeOnStream(args, input, output, Native(stream), stream);
+  }
+
+ private:
+  struct P2p {
+    bool send;
+    int peer;
+    void* data;
+    size_t bytes;
+    cudaStream_t stream;
+  };
+  static cudaStream_t Native(Stream& stream) { return static_cast<cudaStream_t>(stream.native()); }
+  absl::Status CheckPeer(int peer) const {
+    if (peer >= 0 && peer < t_.size() && peer != t_.rank()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("rank ", t_.rank(), ": nccl: no peer ", peer, " in a group of ", t_.size()));
+  }
+
+  NcclTransport& t_;
+  absl::Mutex mu_;  // Abort and AsyncError come from the watchdog's thread
+  std::vector<P2p> pending_;
+};
+
+DeviceLink* NcclTransport::device_link() {
+  if (!link_) link_ = std::make_unique<Link>(*this);
+  return link_.get();
+}
+
+absl::Status NcclTransport::NativeOnStream(const CollectiveArgs& args, const void* input, void* output,
+                                           cudaStream_t stream, Stream& braid_stream) {
+  const std::string what = NativeWhat(args);
+  const auto* in = static_cast<const std::byte*>(input);
+  auto* out = static_cast<std::byte*>(output);
+  if (args.kind == CollectiveKind::kBarrier) {
+    // NCCL has no barrier: a one-element all-reduce completes on a rank only
+    // once every rank has contributed.
+    return Issued(ncclAllReduce(device_scratch_, device_scratch_, 1, ncclInt32, ncclSum, comm_, stream),
+                  absl::StrCat("ncclAllReduce (barrier) in ", what), args.deadline);
+  }
+  BRAID_ASSIGN_OR_RETURN(ncclDataType_t type, NativeType(args));
+  const ncclRedOp_t op = NativeOp(args);
+  const bool divide = args.op == ReduceOp::kAvg && !nccl_avg_;
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      BRAID_RETURN_IF_ERROR(Issued(ncclAllReduce(in, out, args.count, type, op, comm_, stream),
+                                   absl::StrCat("ncclAllReduce in ", what), args.deadline));
+      break;
+    case CollectiveKind::kReduceScatter:
+      BRAID_RETURN_IF_ERROR(Issued(ncclReduceScatter(in, out, args.count, type, op, comm_, stream),
+                                   absl::StrCat("ncclReduceScatter in ", what), args.deadline));
+      break;
+    case CollectiveKind::kAllGather:
+      // In place when input is output's own block: NCCL's rule too.
+      return Issued(ncclAllGather(in, out, args.count, type, comm_, stream), absl::StrCat("ncclAllGather in ", what),
+                    args.deadline);
+    case CollectiveKind::kBroadcast:
+      return Issued(ncclBroadcast(out, out, args.count, type, args.root, comm_, stream),
+                    absl::StrCat("ncclBroadcast in ", what), args.deadline);
+    case CollectiveKind::kReduce:
+      BRAID_RETURN_IF_ERROR(Issued(ncclReduce(in, rank() == args.root ? out : nullptr, args.count, type, op,
+                                              args.root, comm_, stream),
+                                   absl::StrCat("ncclReduce in ", what), args.deadline));
+      if (rank() != args.root) return absl::OkStatus();
+      break;
+    case CollectiveKind::kAllToAll: {
+      const size_t block = args.count * DTypeSize(args.dtype);
+      BRAID_RETURN_IF_ERROR(Issued(ncclGroupStart(), absl::StrCat("ncclGroupStart in ", what), args.deadline));
+      ncclResult_t result = ncclSuccess;
+      for (int peer = 0; peer < size() && (result == ncclSuccess || result == ncclInProgress); ++peer) {
+        result = ncclSend(in + peer * block, args.count, type, peer, comm_, stream);
+        if (result == ncclSuccess || result == ncclInProgress) {
+          result = ncclRecv(out + peer * block, args.count, type, peer, comm_, stream);
+        }
+      }
+      const ncclResult_t ended = ncclGroupEnd();
+      if (result != ncclSuccess && result != ncclInProgress) {
+        return Issued(result, absl::StrCat("ncclSend/ncclRecv in ", what), args.deadline);
+      }
+      return Issued(ended, absl::StrCat("ncclGroupEnd in ", what), args.deadline);
+    }
+    default: return absl::InternalError(absl::StrCat("no native ", what));
+  }
+  // avg as the NativeCollectives contract has it: sum, then one division.
+  if (!divide || args.count == 0) return absl::OkStatus();
+  return braid_stream.Divide(args.dtype, out, args.count, size());
 }
 
 }  // namespace braid

@@ -1,5 +1,7 @@
 #include "collectives/transport/nccl/nccl_transport.h"
 
+#include "tensor/stream.h"
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -46,6 +48,14 @@ class Backoff {
   absl::Duration sleep_ = absl::Microseconds(10);
 };
 
+
+absl::Status CudaError(cudaError_t error, absl::string_view what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
+}
+
+}  // namespace
+
 absl::StatusCode CodeOf(ncclResult_t result) {
   switch (result) {
     case ncclRemoteError:
@@ -55,13 +65,6 @@ absl::StatusCode CodeOf(ncclResult_t result) {
     default: return absl::StatusCode::kInternal;
   }
 }
-
-absl::Status CudaError(cudaError_t error, absl::string_view what) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
-}
-
-}  // namespace
 
 absl::StatusOr<ncclDataType_t> NcclDataType(DType dtype) {
   switch (dtype) {
@@ -139,6 +142,7 @@ NcclTransport::NcclTransport(int rank, int size, int device, NcclTransportOption
 
 absl::Status NcclTransport::Prepare() {
   BRAID_RETURN_IF_ERROR(MakeCurrent());
+  BRAID_ASSIGN_OR_RETURN(runtime_, CudaRuntime(device_));
   BRAID_RETURN_IF_ERROR(CudaError(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   BRAID_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate"));
   BRAID_RETURN_IF_ERROR(CudaError(cudaMalloc(&device_scratch_, scratch_bytes_), "cudaMalloc"));
@@ -441,28 +445,6 @@ absl::Status NcclTransport::Wait(absl::Span<const OpId> ids, Deadline deadline) 
     CompleteLaunch(launch, absl::OkStatus());
   }
   return *CollectWaited(ops_, ids);
-}
-
-// ---------------------------------------------------------------------------
-// Native collectives.
-
-absl::Status NcclTransport::NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
-                                                absl::Span<FrameHeader> all) {
-  BRAID_RETURN_IF_ERROR(CheckUsable());
-  const std::string what = absl::StrCat(NativeWhat(args), " (agreement check)");
-  const size_t bytes = all.size() * sizeof(FrameHeader);
-  auto* dev = static_cast<std::byte*>(device_scratch_);
-  std::memcpy(host_scratch_, &mine, sizeof(mine));
-  BRAID_RETURN_IF_ERROR(CudaError(
-      cudaMemcpyAsync(dev + rank() * sizeof(mine), host_scratch_, sizeof(mine), cudaMemcpyHostToDevice, stream_),
-      "cudaMemcpyAsync"));
-  BRAID_RETURN_IF_ERROR(Issued(ncclAllGather(dev + rank() * sizeof(mine), dev, sizeof(mine), ncclUint8, comm_, stream_),
-                               absl::StrCat("ncclAllGather in ", what), args.deadline));
-  BRAID_RETURN_IF_ERROR(
-      CudaError(cudaMemcpyAsync(host_scratch_, dev, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
-  BRAID_RETURN_IF_ERROR(Sync(what, args.deadline));
-  std::memcpy(all.data(), host_scratch_, bytes);
-  return absl::OkStatus();
 }
 
 }  // namespace braid

@@ -2,17 +2,16 @@
 // --config=cuda. Every buffer it is handed is CUDA device memory on the
 // transport's device (Tensor on Device::Cuda(device())), never host memory.
 //
-// What it is: NCCL's own collectives as braid's NativeCollectives
+// What it is: a DeviceLink (device_link.h, nccl_native.cc): ncclSend and
+// ncclRecv inside ncclGroupStart/End, and NCCL's own collectives
 // (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast,
 // ncclReduce; barrier = a one-element ncclAllReduce; all-to-all = grouped
-// ncclSend/ncclRecv), plus the Transport's point-to-point PostSend/PostRecv
-// over ncclSend/ncclRecv, so Communicator::Send/Recv work on CUDA tensors.
-//
-// What it is NOT: a transport braid's own algorithms (ring, tree, rhd, ...)
-// can run over. Those reduce with HostReduce on host spans; over device
-// memory they would need device-side reduction. So it reports
-// device_memory_only(), and the selector runs every collective on it
-// natively, whatever BRAID_ALGO says (collectives/selection.h).
+// ncclSend/ncclRecv) as the link's Native, all queued on the stream the
+// communicator gives (collectives/device/device_collectives.h), so braid's
+// own ring, tree and rhd run over it with braid's CUDA reduction kernels,
+// and NCCL's collectives are the "native" choice. Its PostSend/PostRecv
+// (host frames over ncclSend/ncclRecv, below) remain for callers of the
+// bare Transport interface; the communicator no longer uses them.
 //
 // Set-up: rank 0 creates the ncclUniqueId and the bootstrap's AllGather
 // hands it to every rank; the communicator is created with
@@ -69,7 +68,7 @@
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
 #include "collectives/transport/bootstrap.h"
-#include "collectives/transport/native_collectives.h"
+#include "collectives/transport/device_link.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -79,7 +78,7 @@ struct NcclTransportOptions {
   absl::optional<bool> nccl_avg;
 };
 
-class NcclTransport final : public Transport, public NativeCollectives {
+class NcclTransport final : public Transport {
  public:
   // Collective over every rank of `bootstrap`: creates the NCCL communicator
   // on CUDA device `device` (each rank its own GPU: NCCL refuses two ranks on
@@ -103,24 +102,10 @@ class NcclTransport final : public Transport, public NativeCollectives {
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   // ncclCommAbort; fails what is pending. The peers are not told (NCCL cannot).
   void Abort(const absl::Status& cause) override;
-  NativeCollectives* native_collectives() override { return this; }
   bool device_memory_only() const override { return true; }
-
-  const char* native_name() const override { return "NCCL"; }
-  absl::Status NativeGatherHeaders(const CollectiveArgs& args, const FrameHeader& mine,
-                                   absl::Span<FrameHeader> all) override;
-  absl::Status NativeAllReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                               absl::Span<std::byte> output) override;
-  absl::Status NativeReduceScatter(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                                   absl::Span<std::byte> output) override;
-  absl::Status NativeAllGather(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                               absl::Span<std::byte> output) override;
-  absl::Status NativeBroadcast(const CollectiveArgs& args, absl::Span<std::byte> buffer) override;
-  absl::Status NativeReduce(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                            absl::Span<std::byte> output) override;
-  absl::Status NativeBarrier(const CollectiveArgs& args) override;
-  absl::Status NativeAllToAll(const CollectiveArgs& args, absl::Span<const std::byte> input,
-                              absl::Span<std::byte> output) override;
+  // ncclSend/ncclRecv and NCCL's collectives on the caller's streams
+  // (nccl_native.cc): what the communicator runs everything through.
+  DeviceLink* device_link() override;
 
  private:
   // Device and pinned host memory for one launch of point-to-point ops'
@@ -157,12 +142,13 @@ class NcclTransport final : public Transport, public NativeCollectives {
   absl::Status LaunchPending(Deadline deadline);
   void CompleteLaunch(const std::shared_ptr<Launch>& launch, absl::Status status);
 
-  // Native helpers.
+  class Link;
+  // NCCL's collective `args.kind` queued on `stream` (the link's Native).
+  absl::Status NativeOnStream(const CollectiveArgs& args, const void* input, void* output, cudaStream_t stream,
+                              Stream& braid_stream);
   std::string NativeWhat(const CollectiveArgs& args) const;
   absl::StatusOr<ncclDataType_t> NativeType(const CollectiveArgs& args) const;
   ncclRedOp_t NativeOp(const CollectiveArgs& args) const;
-  // For avg without ncclAvg: one division of `count` elements at `data`.
-  absl::Status FinishAvg(const CollectiveArgs& args, void* data, size_t count);
 
   const int device_;
   const NcclTransportOptions options_;
@@ -176,6 +162,8 @@ class NcclTransport final : public Transport, public NativeCollectives {
   void* device_scratch_ = nullptr;
   void* host_scratch_ = nullptr;
   absl::Status aborted_;  // non-OK once aborted or failed
+  DeviceRuntime* runtime_ = nullptr;  // the device's (Prepare)
+  std::unique_ptr<Link> link_;
   OpId next_id_ = 1;
   absl::node_hash_map<OpId, Op> ops_;
   std::vector<OpId> unlaunched_;
@@ -184,6 +172,8 @@ class NcclTransport final : public Transport, public NativeCollectives {
 // "ncclFloat32", ... for messages; kUnimplemented never happens for braid's
 // dtypes (all eight map).
 absl::StatusOr<ncclDataType_t> NcclDataType(DType dtype);
+// The Status code of an NCCL result (a remote error: kUnavailable).
+absl::StatusCode CodeOf(ncclResult_t result);
 
 }  // namespace braid
 
