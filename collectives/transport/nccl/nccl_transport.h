@@ -163,7 +163,7 @@ class NcclTransport final : public Transport {
   void* host_scratch_ = nullptr;
   absl::Status aborted_;  // non-OK once aborted or failed
   DeviceRuntime* runtime_ = nullptr;  // the device's (Prepare)
-  std::unique_ptr<Link> link_;
+  std::unique_ptr<DeviceLink> link_;  // a Link (nccl_native.cc)
   OpId next_id_ = 1;
   absl::node_hash_map<OpId, Op> ops_;
   std::vector<OpId> unlaunched_;
