@@ -104,8 +104,9 @@ CUDA tensors (--config=cuda builds only; a plain build refuses these flags with 
 one GPU. The calls go where ProcessGroup::CommFor sends that device: with -t auto, NCCL when every
 rank has its own GPU, else the host transport with the tensors staged through pinned host memory;
 with -t shm|tcp|mpi always that transport, staged. -t nccl means --device cuda with NCCL required
-(an error when it cannot be set up) and runs NCCL's own collectives only (-a native or auto):
-braid's algorithms reduce on the host, so over NCCL they do not exist. The check (-c 1) fills and
+(an error when it cannot be set up); there -a takes native (NCCL's own collectives), ring, tree and
+rhd (braid's programs on CUDA streams over ncclSend/ncclRecv with braid's reduction kernels), auto
+(native). The check (-c 1) fills and
 compares host copies of the buffers, copied to the GPU before the call and back after it; the
 timed calls touch only device memory. The per-rank reductions of times and #wrong go over the CPU
 communicator.
@@ -174,7 +175,7 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                    }});
   flags.push_back({'t', "transport", "auto|mpi|shm|tcp|nccl",
                    "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
-                   "this host, else tcp); nccl: CUDA buffers, NCCL's own collectives (--config=cuda builds)",
+                   "this host, else tcp); nccl: CUDA buffers on streams, NCCL point to point and collectives (--config=cuda builds)",
                    [o](absl::string_view v) -> absl::Status {
                      const std::string name = absl::AsciiStrToLower(v);
                      if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp" && name != "nccl") {
@@ -226,10 +227,12 @@ absl::Status ValidateBraid(BraidOptions& o) {
   if (o.transport == "nccl") {
     if (!o.cuda) return absl::InvalidArgumentError("-t nccl runs on CUDA buffers: drop --device cpu");
     for (Algorithm a : o.algorithms) {
-      if (a != Algorithm::kAuto && a != Algorithm::kNative) {
+      const bool on_device = a == Algorithm::kAuto || a == Algorithm::kNative || a == Algorithm::kRing ||
+                             a == Algorithm::kTree || a == Algorithm::kRhd;
+      if (!on_device) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "-t nccl runs NCCL's own collectives only (-a native or auto), not ", AlgorithmName(a),
-            ": braid's algorithms reduce on the host (use --device cuda -t shm|tcp for them on CUDA buffers)"));
+            "-t nccl runs ring, tree, rhd (braid's, on CUDA streams over ncclSend/ncclRecv), native or auto, not ",
+            AlgorithmName(a)));
       }
     }
   }

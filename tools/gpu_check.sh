@@ -74,8 +74,17 @@ step reduce_cuda_test 120 "$bin/reduce_cuda_test"
 # (a slow producer never read stale; the control without the wait reads it stale).
 step stream_test 60 "$bin/stream_test"
 # Point-to-point on streams between 2-4 thread ranks sharing GPU 0 (what
-# braid's device algorithms will run on where NCCL refuses ranks on one GPU).
+# braid's device algorithms run on where NCCL refuses ranks on one GPU).
 step device_link_test 60 "$bin/device_link_test"
+# braid's ring/tree/rhd/chain programs on GPU 0 with braid's kernels at 2-5
+# thread ranks, bit for bit against the host algorithms over tcp.
+step program_test 120 "$bin/program_test"
+# The communicator on device streams (local device transport on GPU 0): every
+# collective, the stale-input check on a real stream, deadlines, abort.
+step device_communicator_test 120 "$bin/device_communicator_test"
+# The reducer with CUDA gradients on a stream communicator: a bucket never
+# reused before its done event; the bf16 hook's casts on the stream.
+step reducer_device_test 90 "$bin/reducer_device_test"
 step reduce_kernels_cuda_bench 90 "$bin/reduce_kernels_cuda_bench"
 # NCCL transport: every native collective at world size 1, deadlines and abort.
 step nccl_test 90 "$bin/nccl_test"
@@ -94,7 +103,10 @@ step bench_staged_shm_allreduce 90 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --
   "$bin/braid_bench" --device cuda -t shm -a ring,tree,rhd -b 8 -e 64M -f 4 -n 5 -w 2 -c 1
 step bench_staged_auto 60 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
   "$bin/braid_bench" --device cuda -b 8 -e 16M -f 8 -n 3 -w 1 -c 1
-echo "| braid's ring/tree/rhd on device memory (-t nccl -a ring,tree,rhd), the reducer on NCCL, train_mlp --device=cuda | not built yet (issue 16) | |" >>"$summary"
+# braid's own programs over NCCL point to point at world size 1 (a copy), beside native.
+step bench_nccl_programs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
+  "$bin/braid_bench" -t nccl -a ring,tree,rhd,native -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
+echo "| train_mlp --device=cuda | not built yet (issue 16 item 4) | |" >>"$summary"
 
 {
   echo

@@ -17,6 +17,9 @@ TARGETS=(
   //tests/tensor:tensor_test
   //tests/tensor:stream_test
   //tests/collectives/transport:device_link_test
+  //tests/collectives/device:program_test
+  //tests/collectives/device:device_communicator_test
+  //tests/runtime:reducer_device_test
   //bench:reduce_kernels_cuda_bench
   //tests/collectives/transport/nccl:nccl_test
   //tests/collectives:host_staging_test

@@ -23,6 +23,7 @@
 #include "collectives/communicator.h"
 #include "collectives/transport/local_device_link.h"
 #include "runtime/process_group.h"
+#include "tensor/device.h"
 #include "runtime/reducer.h"
 #include "tests/collectives/device/local_device_transport.h"
 #include "tests/harness/statuses.h"
@@ -44,7 +45,7 @@ float Average(int iteration, size_t param) {
   return sum / kRanks;
 }
 
-absl::Status RunRank(int rank, uint16_t port, LocalDeviceLinks& links, std::shared_future<void> latch,
+absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLinks& links, std::shared_future<void> latch,
                      std::promise<void>* open_latch, bool fp16) {
   WorkerEnv env;
   env.rank = rank;
@@ -57,7 +58,6 @@ absl::Status RunRank(int rank, uint16_t port, LocalDeviceLinks& links, std::shar
   pg.transport = "tcp";
   pg.timeout = absl::Seconds(30);
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, ProcessGroup::Create(env, pg));
-  DeviceRuntime& rt = DeviceRuntime::Host();
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> compute, rt.NewStream());
   CommunicatorOptions copts;
   copts.timeout = absl::Seconds(30);
@@ -65,7 +65,7 @@ absl::Status RunRank(int rank, uint16_t port, LocalDeviceLinks& links, std::shar
                          Communicator::Create(std::make_unique<testing::LocalDeviceTransport>(links, rank, kRanks), copts));
   std::vector<Tensor> grads;
   for (int64_t n : kSizes) {
-    BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({n}, DType::kF32));
+    BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({n}, DType::kF32, rt.device()));
     grads.push_back(t);
   }
   // What backward "computes", per iteration and parameter, and what the
@@ -110,8 +110,9 @@ absl::Status RunRank(int rank, uint16_t port, LocalDeviceLinks& links, std::shar
   return absl::OkStatus();
 }
 
-void Run(bool compress) {
-  LocalDeviceLinks links(DeviceRuntime::Host(), kRanks);
+void Run(DeviceRuntime& rt, bool compress) {
+  INFO(rt.name());
+  LocalDeviceLinks links(rt, kRanks);
   std::promise<void> open;
   std::shared_future<void> latch = open.get_future().share();
   const uint16_t port = UnusedPort();
@@ -119,7 +120,7 @@ void Run(bool compress) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      statuses[r] = RunRank(r, port, links, latch, &open, compress);
+      statuses[r] = RunRank(rt, r, port, links, latch, &open, compress);
       if (r == 0 && !statuses[r].ok()) {
         try { open.set_value(); } catch (const std::future_error&) {}
       }
@@ -129,12 +130,21 @@ void Run(bool compress) {
   REQUIRE_ALL_OK(statuses);
 }
 
+// The host runtime, and GPU 0's where there is one (tools/gpu_check.sh).
+std::vector<DeviceRuntime*> Runtimes() {
+  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
+  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
+  return runtimes;
+}
+
 TEST_CASE("reducer on streams: buckets follow the compute stream and are never reused before done") {
-  Run(/*compress=*/false);
+  for (DeviceRuntime* rt : Runtimes()) Run(*rt, /*compress=*/false);
 }
 
 // The values are small integers: bf16 keeps them exact.
-TEST_CASE("reducer on streams: the bf16 hook's conversions run on the stream") { Run(/*compress=*/true); }
+TEST_CASE("reducer on streams: the bf16 hook's conversions run on the stream") {
+  for (DeviceRuntime* rt : Runtimes()) Run(*rt, /*compress=*/true);
+}
 
 }  // namespace
 }  // namespace braid

@@ -4,6 +4,7 @@
 // against the caller's stream (a slow producer is never read stale, the
 // call never waits for the device, Work::WaitStream orders a consumer),
 // deadlines by the watchdog, a rank that never comes, and Abort.
+#include <algorithm>
 #include <functional>
 #include <future>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "collectives/transport/local_device_link.h"
 #include "tests/collectives/device/local_device_transport.h"
+#include "tensor/device.h"
 #include "tests/harness/statuses.h"
 
 namespace braid {
@@ -29,8 +31,7 @@ constexpr absl::Duration kLong = absl::Seconds(30);
 // links. Tensors in `keep` outlive the communicator: after a failure, work
 // already queued on the device may still touch them until it drains.
 using Body = std::function<absl::Status(int, Communicator&, Stream&, std::vector<Tensor>&)>;
-std::vector<absl::Status> RunDeviceRanks(int n, absl::Duration timeout, const Body& body) {
-  DeviceRuntime& rt = DeviceRuntime::Host();
+std::vector<absl::Status> RunDeviceRanks(DeviceRuntime& rt, int n, absl::Duration timeout, const Body& body) {
   LocalDeviceLinks links(rt, n);
   std::vector<absl::Status> statuses(n);
   std::vector<std::thread> threads;
@@ -55,14 +56,32 @@ std::vector<absl::Status> RunDeviceRanks(int n, absl::Duration timeout, const Bo
   return statuses;
 }
 
-absl::StatusOr<Tensor> Filled(size_t count, float value) {
-  BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({static_cast<int64_t>(count)}, DType::kF32));
-  for (float& x : t.span<float>()) x = value;
+// The runtime whose memory the tensors live in: the host one, and GPU 0's
+// where there is one (tools/gpu_check.sh runs this test there).
+std::vector<DeviceRuntime*> Runtimes() {
+  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
+  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
+  return runtimes;
+}
+
+// The device all tensors below are made on (set per runtime, before ranks start).
+Device g_device = Device::Cpu();
+
+absl::StatusOr<Tensor> FromHost(const std::vector<float>& values) {
+  BRAID_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({static_cast<int64_t>(values.size())}, DType::kF32));
+  std::copy(values.begin(), values.end(), host.span<float>().begin());
+  if (g_device.is_cpu()) return host;
+  BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(host.shape(), DType::kF32, g_device));
+  BRAID_RETURN_IF_ERROR(t.CopyFrom(host));
   return t;
 }
 
+absl::StatusOr<Tensor> Filled(size_t count, float value) { return FromHost(std::vector<float>(count, value)); }
+
 absl::Status Expect(const Tensor& t, const std::function<float(size_t)>& want, const std::string& what) {
-  const auto got = t.span<float>();
+  BRAID_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.shape(), DType::kF32));
+  BRAID_RETURN_IF_ERROR(host.CopyFrom(t));
+  const auto got = host.span<float>();
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want(i)) {
       return absl::InternalError(absl::StrCat(what, ": element ", i, " is ", got[i], ", expected ", want(i)));
@@ -71,10 +90,12 @@ absl::Status Expect(const Tensor& t, const std::function<float(size_t)>& want, c
   return absl::OkStatus();
 }
 
-TEST_CASE("device communicator: every collective and algorithm on host streams") {
+TEST_CASE("device communicator: every collective and algorithm on device streams") {
+  for (DeviceRuntime* rt : Runtimes()) {
+  g_device = rt->device();
   for (int n : {2, 3, 4}) {
-    INFO("ranks " << n);
-    const auto statuses = RunDeviceRanks(n, kLong, [n](int r, Communicator& comm, Stream&, std::vector<Tensor>&) -> absl::Status {
+    INFO("ranks " << n << " on " << rt->name());
+    const auto statuses = RunDeviceRanks(*rt, n, kLong, [n](int r, Communicator& comm, Stream&, std::vector<Tensor>&) -> absl::Status {
       const size_t count = 1000;
       const float mine = static_cast<float>(r + 1);
       const float total = static_cast<float>(n * (n + 1) / 2);
@@ -108,8 +129,9 @@ TEST_CASE("device communicator: every collective and algorithm on host streams")
       BRAID_ASSIGN_OR_RETURN(Tensor red_out, Filled(count, -1));
       BRAID_ASSIGN_OR_RETURN(WorkHandle wr, comm.Reduce(red_in, red_out, ReduceOp::kSum, 0));
       checks.push_back({wr, red_out, [total, r](size_t) { return r == 0 ? total : -1.0f; }, "reduce"});
-      BRAID_ASSIGN_OR_RETURN(Tensor a2a_in, Filled(count * n, 0));
-      for (size_t i = 0; i < count * n; ++i) a2a_in.span<float>()[i] = static_cast<float>(r * 100 + i / count);
+      std::vector<float> blocks(count * n);
+      for (size_t i = 0; i < count * n; ++i) blocks[i] = static_cast<float>(r * 100 + i / count);
+      BRAID_ASSIGN_OR_RETURN(Tensor a2a_in, FromHost(blocks));
       BRAID_ASSIGN_OR_RETURN(Tensor a2a_out, Filled(count * n, 0));
       BRAID_ASSIGN_OR_RETURN(WorkHandle wa2a, comm.AllToAll(a2a_in, a2a_out));
       checks.push_back({wa2a, a2a_out, [count, r](size_t i) { return static_cast<float>((i / count) * 100 + r); },
@@ -139,14 +161,18 @@ TEST_CASE("device communicator: every collective and algorithm on host streams")
     });
     REQUIRE_ALL_OK(statuses);
   }
+  }
 }
 
 // The producer stream is held by a host function until the call has
 // returned: the collective must not read the input before the producer's
 // write after it, and the call must not wait for it.
 TEST_CASE("device communicator: a slow producer is never read stale; WaitStream orders a consumer") {
+  for (DeviceRuntime* rt : Runtimes()) {
+  g_device = rt->device();
+  INFO(rt->name());
   const int n = 3;
-  const auto statuses = RunDeviceRanks(n, kLong, [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
+  const auto statuses = RunDeviceRanks(*rt, n, kLong, [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
     const size_t count = 4096;
     BRAID_ASSIGN_OR_RETURN(Tensor t, Filled(count, 0.0f));
     BRAID_ASSIGN_OR_RETURN(Tensor ones, Filled(count, 1.0f));
@@ -158,8 +184,8 @@ TEST_CASE("device communicator: a slow producer is never read stale; WaitStream 
     const bool finished_early = work->Test();  // the device is held: the call must have returned without it
     release.set_value();
     if (finished_early) return absl::InternalError(absl::StrCat("rank ", r, ": finished before its input was written"));
-    DeviceRuntime& rt = DeviceRuntime::Host();
-    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> consumer, rt.NewStream());
+    BRAID_ASSIGN_OR_RETURN(DeviceRuntime * device, DeviceRuntime::For(g_device));
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> consumer, device->NewStream());
     BRAID_ASSIGN_OR_RETURN(Tensor seen, Filled(count, -1.0f));
     BRAID_RETURN_IF_ERROR(work->WaitStream(*consumer, DeadlineIn(kLong)));
     BRAID_RETURN_IF_ERROR(consumer->Copy(seen.data(), t.data(), t.nbytes()));
@@ -168,10 +194,14 @@ TEST_CASE("device communicator: a slow producer is never read stale; WaitStream 
     return work->Wait(DeadlineIn(kLong));
   });
   REQUIRE_ALL_OK(statuses);
+  }
 }
 
 TEST_CASE("device communicator: a collective the device never finishes fails at its deadline") {
-  const auto statuses = RunDeviceRanks(2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
+  for (DeviceRuntime* rt : Runtimes()) {
+  g_device = rt->device();
+  INFO(rt->name());
+  const auto statuses = RunDeviceRanks(*rt, 2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Tensor t, Filled(64, 1.0f));
     keep.push_back(t);
     std::promise<void> release;
@@ -193,10 +223,14 @@ TEST_CASE("device communicator: a collective the device never finishes fails at 
     return absl::OkStatus();
   });
   REQUIRE_ALL_OK(statuses);
+  }
 }
 
 TEST_CASE("device communicator: a rank that never comes is named; Abort fails what is queued") {
-  const auto statuses = RunDeviceRanks(2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream&, std::vector<Tensor>&) -> absl::Status {
+  for (DeviceRuntime* rt : Runtimes()) {
+  g_device = rt->device();
+  INFO(rt->name());
+  const auto statuses = RunDeviceRanks(*rt, 2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream&, std::vector<Tensor>&) -> absl::Status {
     if (r == 1) return absl::OkStatus();  // never calls
     BRAID_ASSIGN_OR_RETURN(Tensor t, Filled(64, 1.0f));
     BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm.AllReduce(t, ReduceOp::kSum));
@@ -208,7 +242,7 @@ TEST_CASE("device communicator: a rank that never comes is named; Abort fails wh
   });
   REQUIRE_ALL_OK(statuses);
 
-  const auto aborted = RunDeviceRanks(2, kLong, [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
+  const auto aborted = RunDeviceRanks(*rt, 2, kLong, [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(Tensor t, Filled(64, 1.0f));
     keep.push_back(t);
     std::promise<void> release;
@@ -222,6 +256,7 @@ TEST_CASE("device communicator: a rank that never comes is named; Abort fails wh
     return absl::OkStatus();
   });
   REQUIRE_ALL_OK(aborted);
+  }
 }
 
 }  // namespace

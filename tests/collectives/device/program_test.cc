@@ -1,7 +1,8 @@
 // The programs (collectives/device/program.h) run by both executors against
 // the tuned host algorithms, bit for bit: the host executor over a real tcp
 // transport between thread ranks, the stream executor over LocalDeviceLinks
-// on the host runtime (the same code a GPU runs, with host streams), with
+// on the host runtime (the same code a GPU runs, with host streams) and, on
+// a machine with a GPU, on GPU 0 with braid's CUDA kernels, with
 // segments small enough that plans have more lanes than the executor has
 // streams. Floats are random, so any change in the order of the sums shows.
 #include <cstring>
@@ -21,6 +22,8 @@
 #include "collectives/run_algorithm.h"
 #include "collectives/scratch.h"
 #include "collectives/transport/local_device_link.h"
+#include "tensor/device.h"
+#include "tensor/stream.h"
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
@@ -28,6 +31,13 @@
 
 namespace braid {
 namespace {
+
+// The host runtime, and GPU 0's where there is one (tools/gpu_check.sh).
+std::vector<DeviceRuntime*> Runtimes() {
+  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
+  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
+  return runtimes;
+}
 
 struct Case {
   Algorithm algorithm;
@@ -144,10 +154,10 @@ Results RunOverTcp(int n, const std::vector<Case>& cases, const OverTransport& r
   return results;
 }
 
-// Each case's outputs from the stream executor on host streams.
-Results RunOnHostStreams(int n, const std::vector<Case>& cases) {
+// Each case's outputs from the stream executor on `rt`'s streams and memory
+// (the host runtime here; GPU 0 where there is one).
+Results RunOnStreams(DeviceRuntime& rt, int n, const std::vector<Case>& cases) {
   Results results(cases.size(), std::vector<std::vector<std::byte>>(n));
-  DeviceRuntime& rt = DeviceRuntime::Host();
   LocalDeviceLinks links(rt, n);
   std::vector<absl::Status> statuses(n);
   std::vector<std::thread> threads;
@@ -161,9 +171,19 @@ Results RunOnHostStreams(int n, const std::vector<Case>& cases) {
           Prepare(cases[i], n, r, i, in, out);
           const CollectiveArgs args = ArgsOf(cases[i], i + 1);
           BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({cases[i].algorithm, args, r, n}));
-          const void* input = cases[i].kind == CollectiveKind::kBroadcast ? out.data() : in.data();
-          BRAID_RETURN_IF_ERROR(Annotate(executor->Run(plan, args, input, out.data(), *stream), cases[i].Name()));
-          BRAID_RETURN_IF_ERROR(stream->Synchronize(DeadlineIn(absl::Seconds(30))));
+          // The runtime's memory, filled and read back on the stream.
+          BRAID_ASSIGN_OR_RETURN(void* device_in, rt.Allocate(in.size()));
+          BRAID_ASSIGN_OR_RETURN(void* device_out, rt.Allocate(out.size()));
+          BRAID_RETURN_IF_ERROR(stream->Copy(device_in, in.data(), in.size()));
+          BRAID_RETURN_IF_ERROR(stream->Copy(device_out, out.data(), out.size()));
+          const void* input = cases[i].kind == CollectiveKind::kBroadcast ? device_out : device_in;
+          absl::Status ran = Annotate(executor->Run(plan, args, input, device_out, *stream), cases[i].Name());
+          if (ran.ok()) ran = stream->Copy(out.data(), device_out, out.size());
+          if (ran.ok()) ran = stream->Synchronize(DeadlineIn(absl::Seconds(30)));
+          (void)stream->Synchronize(DeadlineIn(absl::Seconds(30)));
+          rt.Free(device_in);
+          rt.Free(device_out);
+          BRAID_RETURN_IF_ERROR(ran);
           results[i][r] = std::move(out);
         }
         return absl::OkStatus();
@@ -202,7 +222,10 @@ TEST_CASE("programs: both executors give the host algorithms' results bit for bi
       return RunPlanOnTransport(plan, t, args, in, out, scratch);
     });
     RequireSame(cases, n, expected, host, "host executor over tcp");
-    RequireSame(cases, n, expected, RunOnHostStreams(n, cases), "stream executor on host streams");
+    for (DeviceRuntime* rt : Runtimes()) {
+      RequireSame(cases, n, expected, RunOnStreams(*rt, n, cases),
+                  absl::StrCat("stream executor on ", rt->name()).c_str());
+    }
   }
 }
 
