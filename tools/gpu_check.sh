@@ -14,6 +14,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: gpu_check.sh OUT_DIR}
 mkdir -p "$out/results"
 bin="$here/bin"
+if [[ ! -d $bin && -f $here/bin.tar.xz ]]; then
+  # make_gpu_bundle.sh ships the binaries compressed (the carry limit).
+  unpacked=$(mktemp -d)
+  tar xJf "$here/bin.tar.xz" -C "$unpacked" || { echo "gpu_check: cannot unpack bin.tar.xz" >&2; exit 1; }
+  bin="$unpacked/bin"
+fi
 summary="$out/summary.md"
 budget_end=$((SECONDS + ${BRAID_GPU_CHECK_BUDGET:-420}))
 export BRAID_REQUIRE_GPU=1 BRAID_TIMEOUT_SEC=60
