@@ -9,8 +9,14 @@
 #
 #   tools/test_matrix.sh              # plain build
 #   tools/test_matrix.sh --config=asan
+#   tools/test_matrix.sh --sanitized-rest   # what CI runs only plain, under ASan and TSan
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--sanitized-rest" ]]; then
+  rest=(//tests/python/... //tests/netns/... //tests/slurm/... //tests/bench/... //tests/tools/...)
+  bazel test --config=asan "${rest[@]}"
+  exec bazel test --config=tsan "${rest[@]}"
+fi
 bazel test "$@" --test_env=BRAID_TEST_MATRIX=full --test_timeout=7200 \
   //tests/collectives:collectives_test //tests/collectives/transport:transport_test \
   //tests/collectives:subgroups_test \
