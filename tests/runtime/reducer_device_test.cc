@@ -130,20 +130,14 @@ void Run(DeviceRuntime& rt, bool compress) {
   REQUIRE_ALL_OK(statuses);
 }
 
-// The host runtime, and GPU 0's where there is one (tools/gpu_check.sh).
-std::vector<DeviceRuntime*> Runtimes() {
-  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
-  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
-  return runtimes;
-}
 
 TEST_CASE("reducer on streams: buckets follow the compute stream and are never reused before done") {
-  for (DeviceRuntime* rt : Runtimes()) Run(*rt, /*compress=*/false);
+  for (DeviceRuntime* rt : testing::TestRuntimes()) Run(*rt, /*compress=*/false);
 }
 
 // The values are small integers: bf16 keeps them exact.
 TEST_CASE("reducer on streams: the bf16 hook's conversions run on the stream") {
-  for (DeviceRuntime* rt : Runtimes()) Run(*rt, /*compress=*/true);
+  for (DeviceRuntime* rt : testing::TestRuntimes()) Run(*rt, /*compress=*/true);
 }
 
 }  // namespace

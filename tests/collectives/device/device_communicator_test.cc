@@ -56,14 +56,6 @@ std::vector<absl::Status> RunDeviceRanks(DeviceRuntime& rt, int n, absl::Duratio
   return statuses;
 }
 
-// The runtime whose memory the tensors live in: the host one, and GPU 0's
-// where there is one (tools/gpu_check.sh runs this test there).
-std::vector<DeviceRuntime*> Runtimes() {
-  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
-  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
-  return runtimes;
-}
-
 // The device all tensors below are made on (set per runtime, before ranks start).
 Device g_device = Device::Cpu();
 
@@ -91,7 +83,7 @@ absl::Status Expect(const Tensor& t, const std::function<float(size_t)>& want, c
 }
 
 TEST_CASE("device communicator: every collective and algorithm on device streams") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
   g_device = rt->device();
   for (int n : {2, 3, 4}) {
     INFO("ranks " << n << " on " << rt->name());
@@ -168,7 +160,7 @@ TEST_CASE("device communicator: every collective and algorithm on device streams
 // returned: the collective must not read the input before the producer's
 // write after it, and the call must not wait for it.
 TEST_CASE("device communicator: a slow producer is never read stale; WaitStream orders a consumer") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
   g_device = rt->device();
   INFO(rt->name());
   const int n = 3;
@@ -198,7 +190,7 @@ TEST_CASE("device communicator: a slow producer is never read stale; WaitStream 
 }
 
 TEST_CASE("device communicator: a collective the device never finishes fails at its deadline") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
   g_device = rt->device();
   INFO(rt->name());
   const auto statuses = RunDeviceRanks(*rt, 2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
@@ -227,7 +219,7 @@ TEST_CASE("device communicator: a collective the device never finishes fails at 
 }
 
 TEST_CASE("device communicator: a rank that never comes is named; Abort fails what is queued") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
   g_device = rt->device();
   INFO(rt->name());
   const auto statuses = RunDeviceRanks(*rt, 2, absl::Milliseconds(300), [](int r, Communicator& comm, Stream&, std::vector<Tensor>&) -> absl::Status {

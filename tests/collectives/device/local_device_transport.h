@@ -8,13 +8,24 @@
 #define BRAID_TESTS_COLLECTIVES_DEVICE_LOCAL_DEVICE_TRANSPORT_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "collectives/transport/device_link.h"
 #include "collectives/transport/local_device_link.h"
 #include "collectives/transport/transport.h"
+#include "tensor/device.h"
+#include "tensor/stream.h"
 
 namespace braid::testing {
+
+// The runtimes the device tests run on: the host one always, and GPU 0's
+// where there is one (tools/gpu_check.sh runs them there).
+inline std::vector<DeviceRuntime*> TestRuntimes() {
+  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
+  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
+  return runtimes;
+}
 
 class LocalDeviceTransport final : public Transport {
  public:

@@ -24,6 +24,7 @@
 #include "collectives/transport/local_device_link.h"
 #include "tensor/device.h"
 #include "tensor/stream.h"
+#include "tests/collectives/device/local_device_transport.h"
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
 #include "tests/harness/run_ranks.h"
@@ -32,12 +33,6 @@
 namespace braid {
 namespace {
 
-// The host runtime, and GPU 0's where there is one (tools/gpu_check.sh).
-std::vector<DeviceRuntime*> Runtimes() {
-  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
-  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
-  return runtimes;
-}
 
 struct Case {
   Algorithm algorithm;
@@ -222,7 +217,7 @@ TEST_CASE("programs: both executors give the host algorithms' results bit for bi
       return RunPlanOnTransport(plan, t, args, in, out, scratch);
     });
     RequireSame(cases, n, expected, host, "host executor over tcp");
-    for (DeviceRuntime* rt : Runtimes()) {
+    for (DeviceRuntime* rt : testing::TestRuntimes()) {
       RequireSame(cases, n, expected, RunOnStreams(*rt, n, cases),
                   absl::StrCat("stream executor on ", rt->name()).c_str());
     }
