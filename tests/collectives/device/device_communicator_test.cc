@@ -33,27 +33,19 @@ constexpr absl::Duration kLong = absl::Seconds(30);
 using Body = std::function<absl::Status(int, Communicator&, Stream&, std::vector<Tensor>&)>;
 std::vector<absl::Status> RunDeviceRanks(DeviceRuntime& rt, int n, absl::Duration timeout, const Body& body) {
   LocalDeviceLinks links(rt, n);
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      statuses[r] = [&]() -> absl::Status {
-        BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, rt.NewStream());
-        CommunicatorOptions options;
-        options.timeout = timeout;
-        options.stream = stream.get();
-        BRAID_ASSIGN_OR_RETURN(
-            std::unique_ptr<Communicator> comm,
-            Communicator::Create(std::make_unique<testing::LocalDeviceTransport>(links, r, n), options));
-        std::vector<Tensor> keep;
-        absl::Status status = body(r, *comm, *stream, keep);
-        comm.reset();  // drains the device before the stream and `keep` go
-        return status;
-      }();
-    });
-  }
-  for (auto& t : threads) t.join();
-  return statuses;
+  return testing::OnThreads(n, [&](int r) -> absl::Status {
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, rt.NewStream());
+    CommunicatorOptions options;
+    options.timeout = timeout;
+    options.stream = stream.get();
+    BRAID_ASSIGN_OR_RETURN(
+        std::unique_ptr<Communicator> comm,
+        Communicator::Create(std::make_unique<testing::LocalDeviceTransport>(links, r, n), options));
+    std::vector<Tensor> keep;
+    absl::Status status = body(r, *comm, *stream, keep);
+    comm.reset();  // drains the device before the stream and `keep` go
+    return status;
+  });
 }
 
 // The device all tensors below are made on (set per runtime, before ranks start).

@@ -8,6 +8,7 @@
 #define BRAID_TESTS_COLLECTIVES_DEVICE_LOCAL_DEVICE_TRANSPORT_H_
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,17 @@ inline std::vector<DeviceRuntime*> TestRuntimes() {
   std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
   if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
   return runtimes;
+}
+
+// Runs body(rank) on `n` threads (the ranks of one LocalDeviceLinks) and
+// returns each one's status, in rank order.
+template <typename Body>
+std::vector<absl::Status> OnThreads(int n, Body body) {
+  std::vector<absl::Status> statuses(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { statuses[static_cast<size_t>(r)] = body(r); });
+  for (std::thread& t : threads) t.join();
+  return statuses;
 }
 
 class LocalDeviceTransport final : public Transport {

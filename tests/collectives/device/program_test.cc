@@ -154,38 +154,32 @@ Results RunOverTcp(int n, const std::vector<Case>& cases, const OverTransport& r
 Results RunOnStreams(DeviceRuntime& rt, int n, const std::vector<Case>& cases) {
   Results results(cases.size(), std::vector<std::vector<std::byte>>(n));
   LocalDeviceLinks links(rt, n);
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      statuses[r] = [&]() -> absl::Status {
-        BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, rt.NewStream());
-        BRAID_ASSIGN_OR_RETURN(std::unique_ptr<StreamExecutor> executor, StreamExecutor::Create(links.link(r)));
-        for (size_t i = 0; i < cases.size(); ++i) {
-          std::vector<std::byte> in, out;
-          Prepare(cases[i], n, r, i, in, out);
-          const CollectiveArgs args = ArgsOf(cases[i], i + 1);
-          BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({cases[i].algorithm, args, r, n}));
-          // The runtime's memory, filled and read back on the stream.
-          BRAID_ASSIGN_OR_RETURN(void* device_in, rt.Allocate(in.size()));
-          BRAID_ASSIGN_OR_RETURN(void* device_out, rt.Allocate(out.size()));
-          BRAID_RETURN_IF_ERROR(stream->Copy(device_in, in.data(), in.size()));
-          BRAID_RETURN_IF_ERROR(stream->Copy(device_out, out.data(), out.size()));
-          const void* input = cases[i].kind == CollectiveKind::kBroadcast ? device_out : device_in;
-          absl::Status ran = Annotate(executor->Run(plan, args, input, device_out, *stream), cases[i].Name());
-          if (ran.ok()) ran = stream->Copy(out.data(), device_out, out.size());
-          if (ran.ok()) ran = stream->Synchronize(DeadlineIn(absl::Seconds(30)));
-          (void)stream->Synchronize(DeadlineIn(absl::Seconds(30)));
-          rt.Free(device_in);
-          rt.Free(device_out);
-          BRAID_RETURN_IF_ERROR(ran);
-          results[i][r] = std::move(out);
-        }
-        return absl::OkStatus();
-      }();
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<absl::Status> statuses = testing::OnThreads(n, [&](int r) -> absl::Status {
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, rt.NewStream());
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<StreamExecutor> executor, StreamExecutor::Create(links.link(r)));
+    for (size_t i = 0; i < cases.size(); ++i) {
+      std::vector<std::byte> in, out;
+      Prepare(cases[i], n, r, i, in, out);
+      const CollectiveArgs args = ArgsOf(cases[i], i + 1);
+      BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({cases[i].algorithm, args, r, n}));
+      // The runtime's memory, filled and read back on the stream.
+      BRAID_ASSIGN_OR_RETURN(void* device_in, rt.Allocate(in.size()));
+      BRAID_ASSIGN_OR_RETURN(void* device_out, rt.Allocate(out.size()));
+      BRAID_RETURN_IF_ERROR(stream->Copy(device_in, in.data(), in.size()));
+      BRAID_RETURN_IF_ERROR(stream->Copy(device_out, out.data(), out.size()));
+      const void* input = cases[i].kind == CollectiveKind::kBroadcast ? device_out : device_in;
+      absl::Status ran = Annotate(executor->Run(plan, args, input, device_out, *stream), cases[i].Name());
+      if (ran.ok()) ran = stream->Copy(out.data(), device_out, out.size());
+      // Drained before the memory goes, whether or not the run failed.
+      const absl::Status drained = stream->Synchronize(DeadlineIn(absl::Seconds(30)));
+      if (ran.ok()) ran = drained;
+      rt.Free(device_in);
+      rt.Free(device_out);
+      BRAID_RETURN_IF_ERROR(ran);
+      results[i][r] = std::move(out);
+    }
+    return absl::OkStatus();
+  });
   REQUIRE_ALL_OK(statuses);
   return results;
 }

@@ -18,15 +18,10 @@
 #include "catch2/catch.hpp"
 #include "tensor/device.h"
 #include "tensor/stream.h"
+#include "tests/collectives/device/local_device_transport.h"
 
 namespace braid {
 namespace {
-
-std::vector<DeviceRuntime*> Runtimes() {
-  std::vector<DeviceRuntime*> runtimes = {&DeviceRuntime::Host()};
-  if (CudaDeviceCount() > 0) runtimes.push_back(DeviceRuntime::For(Device::Cuda(0)).value());
-  return runtimes;
-}
 
 constexpr size_t kCount = 4096;
 
@@ -57,18 +52,8 @@ struct Rank {
   float* next = nullptr;
 };
 
-// Runs body(rank) on `n` threads; returns each one's status.
-template <typename Body>
-std::vector<absl::Status> OnThreads(int n, Body body) {
-  std::vector<absl::Status> statuses(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { statuses[static_cast<size_t>(r)] = body(r); });
-  for (std::thread& t : threads) t.join();
-  return statuses;
-}
-
 TEST_CASE("LocalDeviceLinks: a ring exchange, the send buffer overwritten right after", "[device_link]") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
     for (int n : {2, 3, 4}) {
       INFO(rt->name() << ", " << n << " ranks");
       LocalDeviceLinks links(*rt, n);
@@ -78,7 +63,7 @@ TEST_CASE("LocalDeviceLinks: a ring exchange, the send buffer overwritten right 
         ranks.back()->Fill(ranks.back()->next, -1.0f);
       }
       constexpr int kRounds = 20;
-      const std::vector<absl::Status> statuses = OnThreads(n, [&](int r) -> absl::Status {
+      const std::vector<absl::Status> statuses = testing::OnThreads(n, [&](int r) -> absl::Status {
         Rank& me = *ranks[static_cast<size_t>(r)];
         DeviceLink& link = links.link(r);
         std::vector<float> value(kCount);
@@ -111,13 +96,13 @@ TEST_CASE("LocalDeviceLinks: a ring exchange, the send buffer overwritten right 
 }
 
 TEST_CASE("LocalDeviceLinks: a slow producer is never read stale", "[device_link]") {
-  for (DeviceRuntime* rt : Runtimes()) {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
     INFO(rt->name());
     LocalDeviceLinks links(*rt, 2);
     Rank a(*rt), b(*rt);
     a.Fill(a.send, 1.0f);
     a.Fill(a.next, 9.0f);
-    const std::vector<absl::Status> statuses = OnThreads(2, [&](int r) -> absl::Status {
+    const std::vector<absl::Status> statuses = testing::OnThreads(2, [&](int r) -> absl::Status {
       DeviceLink& link = links.link(r);
       link.GroupStart();
       if (r == 0) {
@@ -140,7 +125,7 @@ TEST_CASE("LocalDeviceLinks: mismatched sizes and a peer that never comes", "[de
   {
     LocalDeviceLinks links(rt, 2);
     Rank a(rt), b(rt);
-    const std::vector<absl::Status> statuses = OnThreads(2, [&](int r) -> absl::Status {
+    const std::vector<absl::Status> statuses = testing::OnThreads(2, [&](int r) -> absl::Status {
       DeviceLink& link = links.link(r);
       link.GroupStart();
       if (r == 0) BRAID_RETURN_IF_ERROR(link.Send(1, a.send, 64, *a.stream));
