@@ -542,7 +542,7 @@ absl::Status Reducer::StartIteration(bool shadow) {
     for (int v = 0; v < num_parameters(); ++v) {
       if (!static_unused_[static_cast<size_t>(v)]) continue;
       marked_[static_cast<size_t>(v)] = 1;
-      FillSlot(v, Fill::kZero);
+      NoteFillError(v, FillSlot(v, Fill::kZero));
       --buckets_[static_cast<size_t>(vars_[static_cast<size_t>(v)].bucket)].pending;
     }
     LaunchReadyBuckets();
@@ -579,8 +579,10 @@ absl::Status Reducer::MarkReady(int index) {
     if (!rebuilt_) arrival_.push_back(index);
   }
   // Outside the lock: threads marking different gradients copy in parallel.
-  FillSlot(index, Fill::kCopy);
+  // A failed fill still launches the bucket (the peers wait for it); Finalize reports it.
+  const absl::Status filled = FillSlot(index, Fill::kCopy);
   MutexLock lock(&mu_);
+  NoteFillError(index, filled);
   if (--buckets_[static_cast<size_t>(vars_[i].bucket)].pending == 0) {
     const absl::Time start = absl::Now();
     LaunchReadyBuckets();
@@ -589,23 +591,29 @@ absl::Status Reducer::MarkReady(int index) {
   return absl::OkStatus();
 }
 
-void Reducer::FillSlot(int index, Fill fill) {
+absl::Status Reducer::FillSlot(int index, Fill fill) {
   const Variable& v = vars_[static_cast<size_t>(index)];
   if (Stream* stream = buckets_[static_cast<size_t>(v.bucket)].grad.stream) {
     // Queued after backward's write of the gradient on the compute stream.
-    absl::Status queued;
-    if (fill == Fill::kZero) queued = stream->Zero(v.slot.data(), v.slot.nbytes());
+    if (fill == Fill::kZero) return stream->Zero(v.slot.data(), v.slot.nbytes());
     if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
-      queued = stream->Copy(v.slot.data(), v.grad.data(), v.slot.nbytes());
+      return stream->Copy(v.slot.data(), v.grad.data(), v.slot.nbytes());
     }
-    BRAID_CHECK_OK(queued);  // a stream that failed fails the bucket's collective too
-    return;
+    return absl::OkStatus();
   }
   if (fill == Fill::kZero) {
     std::memset(v.slot.data(), 0, v.slot.nbytes());
   } else if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
     BRAID_CHECK_OK(Tensor(v.slot).CopyFrom(v.grad));  // same dtype, numel, both contiguous: cannot fail
   }
+  return absl::OkStatus();
+}
+
+void Reducer::NoteFillError(int index, const absl::Status& status) {
+  if (status.ok() || !iteration_error_.ok()) return;
+  iteration_error_ = Annotate(status, absl::StrCat("rank ", rank_, ": reducer: filling the bucket of ",
+                                                   vars_[static_cast<size_t>(index)].label, " in iteration ",
+                                                   iteration_));
 }
 
 absl::Status Reducer::CopyBack(int index) {
@@ -716,10 +724,10 @@ absl::Status Reducer::FinishIteration() {
       if (marked_[i]) continue;
       if (accumulated_used_[i] && !shadow) {
         // Used in a NoSync iteration: its accumulated gradient is reduced.
-        FillSlot(v, Fill::kCopy);
+        NoteFillError(v, FillSlot(v, Fill::kCopy));
         locally_used_[i] = 1;
       } else {
-        FillSlot(v, Fill::kZero);
+        NoteFillError(v, FillSlot(v, Fill::kZero));
         if (!shadow && !detect && !options_.find_unused_parameters) missing.push_back(v);
       }
       marked_[i] = 1;

@@ -262,7 +262,10 @@ class Reducer {
   // Marks `index` ready in a synchronized iteration; `fill` says how to put
   // its value into the bucket (copy the trainer's gradient, zero, nothing).
   enum class Fill { kCopy, kZero, kNone };
-  void FillSlot(int index, Fill fill);
+  // A device bucket's fill is queued on its stream and may fail.
+  absl::Status FillSlot(int index, Fill fill);
+  // The first failed fill of the iteration, for Finalize to return.
+  void NoteFillError(int index, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (host, bounded) for the device buckets' compute streams.
   void DrainStreams();
   // The average back into gradient `index` (on its bucket's stream, if any).
