@@ -113,10 +113,13 @@ void RequireDone(const ProcessExit& exit, const std::string& members, int rounds
 TEST_CASE("elastic: survivors of a kill -9 regroup in place and finish the rounds", "[elastic]") {
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");  // auto: shm on one host
   INFO("BRAID_TRANSPORT=" << transport);
-  Job job(4, "3", transport);
+  // A 10 s timeout: were the regroup to wait for it, the bound below could not
+  // be met even on a slow hour under TSan (the right path took 2.7 s there).
+  Job job(4, "10", transport);
   job.StartAll();
   job.AwaitKey(membership::MembersKey(0));
   absl::SleepFor(absl::Milliseconds(300));
+  const std::string dead_token = job.Token(2);
   const absl::Time killed = absl::Now();
   job.Kill(2);
   job.AwaitKey(membership::MembersKey(1));
@@ -126,8 +129,10 @@ TEST_CASE("elastic: survivors of a kill -9 regroup in place and finish the round
   RequireDone(exits[1], "0,1,3");
   REQUIRE(exits[2].code == -SIGKILL);
   RequireDone(exits[3], "0,1,3");
-  // The agent named the dead process: nobody waited for its timeout (3 s).
-  REQUIRE(decided < absl::Seconds(2));
+  // The agent named the dead process: nobody waited for its timeout (10 s),
+  // so nobody was evicted for missing the check-in.
+  REQUIRE_FALSE(job.Has(membership::EvictKey(2, dead_token)));
+  REQUIRE(decided < absl::Seconds(8));
   REQUIRE(absl::StrContains(exits[0].out, "regrouped, epoch 1, 3 ranks"));
   REQUIRE(absl::StrContains(exits[0].out, absl::StrCat("over ", transport == "tcp" ? "tcp" : "shm")));
 }
@@ -150,11 +155,9 @@ TEST_CASE("elastic: a hung rank (SIGSTOP) is left out at the timeout and evicted
   job.AwaitKey(membership::MembersKey(0));
   absl::SleepFor(absl::Milliseconds(300));
   const std::string token = job.Token(1);
-  const absl::Time stopped = absl::Now();
   job.Signal(1, SIGSTOP);
   // Its peers' collective times out (2 s), then the check-in wait (2 s).
   job.AwaitKey(membership::EvictKey(1, token), absl::Seconds(15));
-  REQUIRE(absl::Now() - stopped < absl::Seconds(10));
   job.Signal(1, SIGKILL);  // as its agent does on the evict key
   const std::vector<ProcessExit> exits = job.Wait();
   RequireDone(exits[0], "0,2");
