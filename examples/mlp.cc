@@ -81,6 +81,57 @@ std::vector<std::vector<int>> RankBatches(int size, int epoch, uint64_t seed, in
   return batches;
 }
 
+void GatherRows(const float* x, const int* y, const int* rows, int n, float* out_x, int* out_y) {
+  for (int r = 0; r < n; ++r) {
+    const size_t row = static_cast<size_t>(rows[r]);
+    std::memcpy(out_x + static_cast<size_t>(r) * kInputs, x + row * kInputs, sizeof(float) * kInputs);
+    out_y[r] = y[row];
+  }
+}
+
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+              trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+}
+
+void BiasRows(float* z, const float* b, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) std::memcpy(z + static_cast<size_t>(r) * cols, b, sizeof(float) * cols);
+}
+
+void Relu(float* z, size_t count) {
+  for (size_t i = 0; i < count; ++i) z[i] = z[i] > 0 ? z[i] : 0;
+}
+
+void ReluBackward(float* da, const float* a, size_t count) {
+  for (size_t i = 0; i < count; ++i) da[i] = a[i] > 0 ? da[i] : 0;
+}
+
+double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows, float* dz, float* row_losses) {
+  double loss = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits + static_cast<size_t>(r) * kClasses;
+    const float top = *std::max_element(row, row + kClasses);
+    double sum = 0;
+    for (int c = 0; c < kClasses; ++c) sum += std::exp(static_cast<double>(row[c] - top));
+    const int label = labels[r];
+    const double row_loss = std::log(sum) - (row[label] - top);
+    loss += row_loss;
+    if (row_losses != nullptr) row_losses[r] = static_cast<float>(row_loss);
+    for (int c = 0; c < kClasses; ++c) {
+      const double p = std::exp(static_cast<double>(row[c] - top)) / sum;
+      dz[static_cast<size_t>(r) * kClasses + c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / rows);
+    }
+  }
+  return loss;
+}
+
+void ColumnSums(const float* dz, int rows, int cols, float* db) {
+  for (int c = 0; c < cols; ++c) db[c] = 0;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) db[c] += dz[static_cast<size_t>(r) * cols + c];
+  }
+}
+
 std::vector<int> LayerSizes(const std::string& model) {
   if (model == "large") return {kInputs, 4096, 4096, 1024, kClasses};
   return {kInputs, 512, kClasses};
@@ -210,8 +261,11 @@ std::vector<Tensor> ParamTensors(Mlp& model) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
-                                                     std::vector<std::vector<float>>* initial) {
+namespace {
+
+// The options both reducers share: gradients as bucket views (no copy in or
+// out), the hook --hook names, parameters named fc<l>.weight / fc<l>.bias.
+ReducerOptions TrainerReducerOptions(const Flags& flags, const Mlp& model) {
   ReducerOptions options;
   options.gradient_as_bucket_view = true;
   if (flags.hook == "fp16") options.comm_hook = Fp16CompressHook();
@@ -220,6 +274,14 @@ absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const 
     options.parameter_names.push_back(absl::StrCat("fc", l, ".weight"));
     options.parameter_names.push_back(absl::StrCat("fc", l, ".bias"));
   }
+  return options;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
+                                                     std::vector<std::vector<float>>* initial) {
+  ReducerOptions options = TrainerReducerOptions(flags, model);
   initial->clear();
   initial->reserve(model.params().size());  // the views below point into it
   std::vector<Tensor> grads;
@@ -228,6 +290,20 @@ absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const 
     grads.push_back(Tensor::View(initial->back().data(), model.ParamShape(i), DType::kF32));
   }
   return Reducer::Create(group, std::move(grads), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<Reducer>> MakeDeviceReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
+                                                           DeviceRuntime& runtime, Stream& compute,
+                                                           Communicator* device_comm, std::vector<Tensor>* initial) {
+  ReducerOptions options = TrainerReducerOptions(flags, model);
+  options.compute_stream = &compute;
+  options.device_comm = device_comm;
+  initial->clear();
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    BRAID_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(model.ParamShape(i), DType::kF32, runtime.device()));
+    initial->push_back(std::move(zeros));
+  }
+  return Reducer::Create(group, *initial, std::move(options));
 }
 
 std::vector<float*> ReducerGrads(const Reducer& reducer) {

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace braid::examples {
@@ -45,6 +46,7 @@ struct Flags {
   std::string step_log;      // a directory: each process appends "step world unix_ns" per finished step
   int step_sleep_ms = 0;     // sleep after each step (a stand-in for a bigger model's compute)
   bool verify_steps = false; // in-place: every rank's parameters compared (hash) after every step
+  std::string device = "cpu";  // "cuda": the model on GPU LOCAL_RANK % (GPUs here), the reducer on NCCL
 };
 
 // The --step-log file of one process: DIR/<launch rank>.<pid>.steps.
@@ -96,6 +98,27 @@ std::vector<std::vector<int>> RankBatches(int size, int epoch, uint64_t seed, in
 
 std::vector<int> LayerSizes(const std::string& model);
 
+// The pieces of a training step, on host memory: Mlp::Step is made of them,
+// and so is the device trainer's host form (device_mlp.cc), which is
+// therefore the CPU trainer bit for bit.
+//
+// out_x[r] = x[rows[r]] (kInputs floats), out_y[r] = y[rows[r]], n rows.
+void GatherRows(const float* x, const int* y, const int* rows, int n, float* out_x, int* out_y);
+// c[m x n] = op(a) op(b) + beta c, row-major, op = transpose where asked
+// (cblas_sgemm, alpha 1, one OpenBLAS thread).
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, const float* b, float beta, float* c);
+// Every row of z[rows x cols] = b.
+void BiasRows(float* z, const float* b, int rows, int cols);
+void Relu(float* z, size_t count);
+// da[i] = 0 where a[i] <= 0 (a: the ReLU's output).
+void ReluBackward(float* da, const float* a, size_t count);
+// Softmax cross-entropy of `rows` rows of kClasses logits:
+// dz = (softmax - onehot(label)) / rows; returns the summed row losses, and
+// writes each row's into row_losses unless it is null.
+double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows, float* dz, float* row_losses);
+// db[c] = sum over rows of dz[r][c], rows in order.
+void ColumnSums(const float* dz, int rows, int cols, float* db);
+
 // The MLP: parameters [W1, b1, W2, b2, ...], W_l of shape [out, in] (as
 // torch.nn.Linear). Activations are kept per batch for backward.
 class Mlp {
@@ -136,57 +159,31 @@ class Mlp {
     const int L = layers();
     acts_.resize(static_cast<size_t>(L) + 1);
     acts_[0].resize(static_cast<size_t>(n) * kInputs);
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(&acts_[0][static_cast<size_t>(r) * kInputs], &data.x[static_cast<size_t>(batch[static_cast<size_t>(r)]) * kInputs],
-                  sizeof(float) * kInputs);
-    }
+    std::vector<int> labels(static_cast<size_t>(n));
+    GatherRows(data.x.data(), data.y.data(), batch.data(), n, acts_[0].data(), labels.data());
     for (int l = 0; l < L; ++l) {
       const int in = sizes_[static_cast<size_t>(l)];
       const int out = sizes_[static_cast<size_t>(l) + 1];
       std::vector<float>& z = acts_[static_cast<size_t>(l) + 1];
       z.resize(static_cast<size_t>(n) * out);
-      const float* b = params_[2 * static_cast<size_t>(l) + 1].data();
-      for (int r = 0; r < n; ++r) std::memcpy(&z[static_cast<size_t>(r) * out], b, sizeof(float) * out);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, acts_[static_cast<size_t>(l)].data(), in,
-                  params_[2 * static_cast<size_t>(l)].data(), in, 1.0f, z.data(), out);
-      if (l + 1 < L) {
-        for (float& v : z) v = v > 0 ? v : 0;  // ReLU in place: backward uses (a > 0)
-      }
+      BiasRows(z.data(), params_[2 * static_cast<size_t>(l) + 1].data(), n, out);
+      Gemm(false, true, n, out, in, acts_[static_cast<size_t>(l)].data(), params_[2 * static_cast<size_t>(l)].data(),
+           1.0f, z.data());
+      if (l + 1 < L) Relu(z.data(), z.size());  // in place: backward uses (a > 0)
     }
-    // Softmax cross-entropy, mean over the batch.
-    std::vector<float>& logits = acts_[static_cast<size_t>(L)];
     std::vector<float> dz(static_cast<size_t>(n) * kClasses);
-    double loss = 0;
-    for (int r = 0; r < n; ++r) {
-      const float* row = &logits[static_cast<size_t>(r) * kClasses];
-      const float top = *std::max_element(row, row + kClasses);
-      double sum = 0;
-      for (int c = 0; c < kClasses; ++c) sum += std::exp(static_cast<double>(row[c] - top));
-      const int label = data.y[static_cast<size_t>(batch[static_cast<size_t>(r)])];
-      loss += std::log(sum) - (row[label] - top);
-      for (int c = 0; c < kClasses; ++c) {
-        const double p = std::exp(static_cast<double>(row[c] - top)) / sum;
-        dz[static_cast<size_t>(r) * kClasses + c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / n);
-      }
-    }
+    const double loss = SoftmaxCrossEntropy(acts_[static_cast<size_t>(L)].data(), labels.data(), n, dz.data(), nullptr);
     for (int l = L - 1; l >= 0; --l) {
       const int in = sizes_[static_cast<size_t>(l)];
       const int out = sizes_[static_cast<size_t>(l) + 1];
-      float* db = grads[2 * static_cast<size_t>(l) + 1];
-      for (int o = 0; o < out; ++o) db[o] = 0;
-      for (int r = 0; r < n; ++r) {
-        for (int o = 0; o < out; ++o) db[o] += dz[static_cast<size_t>(r) * out + o];
-      }
+      ColumnSums(dz.data(), n, out, grads[2 * static_cast<size_t>(l) + 1]);
       ready(2 * l + 1);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dz.data(), out,
-                  acts_[static_cast<size_t>(l)].data(), in, 0.0f, grads[2 * static_cast<size_t>(l)], in);
+      Gemm(true, false, out, in, n, dz.data(), acts_[static_cast<size_t>(l)].data(), 0.0f, grads[2 * static_cast<size_t>(l)]);
       ready(2 * l);
       if (l == 0) break;
       std::vector<float> da(static_cast<size_t>(n) * in);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dz.data(), out,
-                  params_[2 * static_cast<size_t>(l)].data(), in, 0.0f, da.data(), in);
-      const std::vector<float>& a = acts_[static_cast<size_t>(l)];
-      for (size_t k = 0; k < da.size(); ++k) da[k] = a[k] > 0 ? da[k] : 0;
+      Gemm(false, false, n, in, out, dz.data(), params_[2 * static_cast<size_t>(l)].data(), 0.0f, da.data());
+      ReluBackward(da.data(), acts_[static_cast<size_t>(l)].data(), da.size());
       dz = std::move(da);
     }
     return static_cast<float>(loss / n);
@@ -224,6 +221,13 @@ std::vector<Tensor> ParamTensors(Mlp& model);
 // it and must outlive it.
 absl::StatusOr<std::unique_ptr<Reducer>> MakeReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
                                                      std::vector<std::vector<float>>* initial);
+// As MakeReducer, for a model on `runtime`'s device: zero gradients there
+// (kept in *initial, which must outlive the reducer), the buckets reduced on
+// `device_comm` (null: the group's communicator for that device, NCCL for a
+// GPU) ordered against `compute`, the stream backward runs on.
+absl::StatusOr<std::unique_ptr<Reducer>> MakeDeviceReducer(ProcessGroup& group, const Flags& flags, Mlp& model,
+                                                           DeviceRuntime& runtime, Stream& compute,
+                                                           Communicator* device_comm, std::vector<Tensor>* initial);
 // The reducer's gradients (its bucket views), in parameter order.
 std::vector<float*> ReducerGrads(const Reducer& reducer);
 

@@ -17,6 +17,10 @@
 // rename, fsync DIR; --check compares every rank's parameters bit for bit, and
 // with one process trained on the combined batches within 1e-4.
 //
+// --device=cuda trains the same model on GPUs (device_mlp.h): every step
+// queued on a compute stream, the gradients all-reduced on NCCL in buckets
+// ordered against that stream by events, as DDP on GPUs.
+//
 // Run without a launcher (no RANK), it trains as a single process.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,9 +46,12 @@
 #include "base/flags.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "examples/device_mlp.h"
 #include "examples/mlp.h"
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
+#include "tensor/device.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace braid::examples {
@@ -134,6 +141,19 @@ std::vector<Flag> TrainFlags(Flags* f) {
                      return absl::OkStatus();
                    }});
   flags.push_back({0, "step-sleep-ms", "N", "sleep N ms after each step (default 0)", integer(&f->step_sleep_ms)});
+  flags.push_back({0, "device", "cpu|cuda",
+                   "cuda: the model, its data and gradients on GPU LOCAL_RANK % (GPUs on the host), every step queued "
+                   "on a stream, the reducer on NCCL (host-staged where ranks share a GPU); needs a --config=cuda build",
+                   [f](absl::string_view v) -> absl::Status {
+                     if (v != "cpu" && v != "cuda") return absl::InvalidArgumentError(absl::StrCat("\"", v, "\": want cpu, cuda"));
+#ifndef BRAID_WITH_CUDA
+                     if (v == "cuda") {
+                       return absl::InvalidArgumentError("\"cuda\": this train_mlp was built without --config=cuda");
+                     }
+#endif
+                     f->device = std::string(v);
+                     return absl::OkStatus();
+                   }});
   flags.push_back({0, "verify-steps", "", "in-place: compare every rank's parameters after every step",
                    boolean(&f->verify_steps)});
   return flags;
@@ -144,36 +164,66 @@ struct Trainer {
   Flags flags;
   ProcessGroup* group;
   Dataset data;
-  std::unique_ptr<Mlp> model;
+  std::unique_ptr<Mlp> model;  // --device=cuda: the host copy, brought up to date by SyncHostModel
   std::vector<std::vector<float>> initial_grads;  // the reducer copies these into its buckets
-  std::unique_ptr<Reducer> reducer;
+  // --device=cuda: the model on the GPU, queued on `compute`.
+  std::unique_ptr<Stream> compute;
+  std::unique_ptr<DeviceMlp> device_model;
+  std::vector<Tensor> device_initial_grads;
+  std::unique_ptr<Reducer> reducer;  // last: it goes first, while the stream it drains is still there
+  std::string device_name;  // "cuda:0"
+  std::vector<std::vector<int>> batches;  // the epoch's, this rank's
+  double loss_sum = 0;
 
   std::vector<float*> Grads() { return ReducerGrads(*reducer); }
 
-  // One data-parallel step; returns the local mean loss.
-  absl::StatusOr<float> Step(const std::vector<int>& batch) {
+  absl::Status BeginEpoch(std::vector<std::vector<int>> epoch_batches) {
+    batches = std::move(epoch_batches);
+    loss_sum = 0;
+    return device_model != nullptr ? device_model->BeginEpoch(batches) : absl::OkStatus();
+  }
+
+  // Step b of the epoch: one data-parallel step. On the GPU it is only
+  // queued (the host does not wait for it).
+  absl::Status Step(size_t b) {
     absl::optional<Reducer::NoSyncScope> no_sync;
     if (flags.no_sync) no_sync.emplace(reducer->NoSync());
     BRAID_RETURN_IF_ERROR(reducer->PrepareForBackward());
     absl::Status marked;
-    const float loss = model->Step(data, batch, Grads(), [&](int i) { marked.Update(reducer->MarkReady(i)); });
+    auto ready = [&](int i) { marked.Update(reducer->MarkReady(i)); };
+    if (device_model != nullptr) {
+      BRAID_RETURN_IF_ERROR(device_model->Step(b, Grads(), ready));
+    } else {
+      loss_sum += model->Step(data, batches[b], Grads(), ready);
+    }
     BRAID_RETURN_IF_ERROR(marked);
     BRAID_RETURN_IF_ERROR(reducer->Finalize());
-    model->Sgd(Grads(), static_cast<float>(flags.lr));  // Grads() again: the views move once, after the first step
-    return loss;
+    // Grads() again: the views move once, after the first step.
+    if (device_model != nullptr) return device_model->Sgd(Grads(), static_cast<float>(flags.lr));
+    model->Sgd(Grads(), static_cast<float>(flags.lr));
+    return absl::OkStatus();
   }
+
+  // The epoch's mean local loss.
+  absl::StatusOr<double> EpochLoss() {
+    if (device_model != nullptr) return device_model->EpochLoss();
+    return batches.empty() ? 0 : loss_sum / static_cast<double>(batches.size());
+  }
+
+  // `model` holds the trained parameters (waits for the GPU).
+  absl::Status SyncHostModel() { return device_model != nullptr ? device_model->Download(*model) : absl::OkStatus(); }
 };
 
 absl::Status Check(Trainer& t, const std::vector<std::vector<float>>& initial) {
   ProcessGroup& group = *t.group;
   const int world = group.size();
   const int steps = t.flags.check_steps;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<std::vector<int>> batches =
-        RankBatches(t.data.size, 0, t.flags.seed, group.rank(), world, t.flags.batch_size);
-    if (s >= static_cast<int>(batches.size())) return absl::InvalidArgumentError("--check-steps exceeds an epoch");
-    BRAID_RETURN_IF_ERROR(t.Step(batches[static_cast<size_t>(s)]).status());
-  }
+  std::vector<std::vector<int>> batches =
+      RankBatches(t.data.size, 0, t.flags.seed, group.rank(), world, t.flags.batch_size);
+  if (steps > static_cast<int>(batches.size())) return absl::InvalidArgumentError("--check-steps exceeds an epoch");
+  BRAID_RETURN_IF_ERROR(t.BeginEpoch(std::move(batches)));
+  for (int s = 0; s < steps; ++s) BRAID_RETURN_IF_ERROR(t.Step(static_cast<size_t>(s)));
+  BRAID_RETURN_IF_ERROR(t.SyncHostModel());
   // (a) bit-identical on every rank.
   BRAID_ASSIGN_OR_RETURN(Tensor mine, Tensor::Empty({1}, DType::kI64));
   mine.data<int64_t>()[0] = static_cast<int64_t>(HashParams(*t.model));
@@ -217,8 +267,9 @@ absl::Status Check(Trainer& t, const std::vector<std::vector<float>>& initial) {
   BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
   const double max_diff = verdict.data<double>()[0];
   if (group.rank() == 0) {
-    std::printf("check: %d ranks, %d steps of batch %d per rank (%s model, %lld parameters)\n", world, steps,
-                t.flags.batch_size, t.flags.model.c_str(), static_cast<long long>(t.model->num_parameters()));
+    std::printf("check: %d ranks, %d steps of batch %d per rank (%s model, %lld parameters, on %s)\n", world, steps,
+                t.flags.batch_size, t.flags.model.c_str(), static_cast<long long>(t.model->num_parameters()),
+                t.device_model != nullptr ? t.device_name.c_str() : "the CPU");
     std::printf("check: parameters bit-identical on every rank: %s\n", identical ? "yes" : "NO");
     std::printf("check: max |difference| from one process over the combined batch: %.3g (tolerance 1e-4): %s\n",
                 max_diff, max_diff <= 1e-4 ? "ok" : "TOO LARGE");
@@ -237,6 +288,8 @@ absl::Status Bench(Trainer& t) {
   std::vector<std::vector<int>> batches =
       RankBatches(t.data.size, 0, t.flags.seed, group.rank(), group.size(), t.flags.batch_size);
   if (batches.empty()) return absl::InvalidArgumentError("--samples too small for one batch");
+  const size_t count = batches.size();
+  BRAID_RETURN_IF_ERROR(t.BeginEpoch(std::move(batches)));
   constexpr int kWarmup = 3;
   auto barrier = [&]() -> absl::Status {
     BRAID_ASSIGN_OR_RETURN(WorkHandle work, group.comm().Barrier());
@@ -249,13 +302,14 @@ absl::Status Bench(Trainer& t) {
       BRAID_RETURN_IF_ERROR(barrier());
       start = absl::Now();
     }
-    BRAID_RETURN_IF_ERROR(t.Step(batches[static_cast<size_t>(s) % batches.size()]).status());
+    BRAID_RETURN_IF_ERROR(t.Step(static_cast<size_t>(s) % count));
     if (s >= kWarmup && !t.flags.no_sync) {
       const ReducerStats stats = t.reducer->last_stats();
       hidden += stats.hidden;
       communication += stats.communication;
     }
   }
+  BRAID_RETURN_IF_ERROR(t.SyncHostModel());  // the GPU's queued steps count
   const absl::Duration elapsed = absl::Now() - start;
   BRAID_RETURN_IF_ERROR(barrier());  // unsynced ranks: everyone done before the group goes away
   if (group.rank() == 0) {
@@ -271,14 +325,34 @@ absl::Status Bench(Trainer& t) {
   return absl::OkStatus();
 }
 
+// --device=cuda: the model and the data on GPU LOCAL_RANK % (GPUs here),
+// broadcast from rank 0 there, and the reducer on that GPU's communicator,
+// ordered on the compute stream.
+absl::Status SetUpDevice(Trainer& t) {
+  const int gpus = CudaDeviceCount();
+  if (gpus <= 0) {
+    return absl::FailedPreconditionError("--device=cuda: no usable GPU (cudaGetDeviceCount failed or found none)");
+  }
+  BRAID_ASSIGN_OR_RETURN(DeviceRuntime * runtime, DeviceRuntime::For(Device::Cuda(t.group->env().local_rank % gpus)));
+  t.device_name = runtime->name();
+  BRAID_ASSIGN_OR_RETURN(t.compute, runtime->NewStream());
+  BRAID_ASSIGN_OR_RETURN(t.device_model, DeviceMlp::Create(*runtime, *t.compute, *t.model, t.data, t.flags.batch_size));
+  BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(*t.group, t.device_model->ParamTensors(), 0));
+  BRAID_RETURN_IF_ERROR(t.SyncHostModel());
+  BRAID_ASSIGN_OR_RETURN(t.reducer, MakeDeviceReducer(*t.group, t.flags, *t.model, *runtime, *t.compute, nullptr,
+                                                      &t.device_initial_grads));
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Flags& flags) {
   if (std::getenv("RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_RANK") == nullptr) {
     ::setenv("RANK", "0", 1);  // no launcher: one process
     ::setenv("WORLD_SIZE", "1", 1);
   }
   if (flags.recovery == "in-place") {
-    if (flags.check || flags.bench_steps > 0 || flags.no_sync) {
-      return absl::InvalidArgumentError("--recovery=in-place trains only (not with --check, --bench-steps, --no-sync)");
+    if (flags.check || flags.bench_steps > 0 || flags.no_sync || flags.device != "cpu") {
+      return absl::InvalidArgumentError(
+          "--recovery=in-place trains only on CPUs (not with --check, --bench-steps, --no-sync, --device=cuda)");
     }
     return TrainInPlace(flags);
   }
@@ -305,18 +379,21 @@ absl::Status Run(const Flags& flags) {
   BRAID_ASSIGN_OR_RETURN(WorkHandle work, group->comm().Broadcast(epoch_tensor, 0));
   BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
   start_epoch = static_cast<int>(epoch_tensor.data<int64_t>()[0]);
-  BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(*group, ParamTensors(*t.model), 0));
+  if (flags.device == "cuda") {
+    BRAID_RETURN_IF_ERROR(SetUpDevice(t));
+  } else {
+    BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(*group, ParamTensors(*t.model), 0));
+    BRAID_ASSIGN_OR_RETURN(t.reducer, MakeReducer(*group, flags, *t.model, &t.initial_grads));
+  }
   const std::vector<std::vector<float>> initial = t.model->params();
-
-  BRAID_ASSIGN_OR_RETURN(t.reducer, MakeReducer(*group, flags, *t.model, &t.initial_grads));
 
   if (flags.check) return Check(t, initial);
   if (flags.bench_steps > 0) return Bench(t);
 
   if (group->rank() == 0) {
-    std::printf("train_mlp: %s model, %lld parameters, %d ranks, batch %d per rank, %d samples, lr %g\n",
+    std::printf("train_mlp: %s model, %lld parameters, %d ranks, batch %d per rank, %d samples, lr %g, on %s\n",
                 flags.model.c_str(), static_cast<long long>(t.model->num_parameters()), group->size(),
-                flags.batch_size, flags.samples, flags.lr);
+                flags.batch_size, flags.samples, flags.lr, flags.device == "cuda" ? "GPUs" : "CPUs");
     std::fflush(stdout);
   }
   StepLog step_log(flags.step_log, group->rank());
@@ -324,17 +401,17 @@ absl::Status Run(const Flags& flags) {
     const std::vector<std::vector<int>> batches =
         RankBatches(flags.samples, epoch, flags.seed, group->rank(), group->size(), flags.batch_size);
     const absl::Time start = absl::Now();
-    double loss_sum = 0;
-    for (size_t b = 0; b < batches.size(); ++b) {
-      BRAID_ASSIGN_OR_RETURN(float loss, t.Step(batches[b]));
-      loss_sum += loss;
+    const size_t count = batches.size();
+    BRAID_RETURN_IF_ERROR(t.BeginEpoch(batches));
+    for (size_t b = 0; b < count; ++b) {
+      BRAID_RETURN_IF_ERROR(t.Step(b));
       step_log.Finished(static_cast<int64_t>(epoch) * static_cast<int64_t>(batches.size()) + static_cast<int64_t>(b),
                         group->size());
       if (flags.step_sleep_ms > 0) absl::SleepFor(absl::Milliseconds(flags.step_sleep_ms));
     }
     // The epoch's mean loss over every rank.
     BRAID_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({1}, DType::kF64));
-    loss.data<double>()[0] = batches.empty() ? 0 : loss_sum / static_cast<double>(batches.size());
+    BRAID_ASSIGN_OR_RETURN(loss.data<double>()[0], t.EpochLoss());
     BRAID_ASSIGN_OR_RETURN(work, group->comm().AllReduce(loss, ReduceOp::kAvg));
     BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -343,11 +420,15 @@ absl::Status Run(const Flags& flags) {
       std::printf("epoch %d/%d: loss %.4f, %.0f samples/s, %.2f ms/step\n", epoch + 1, flags.epochs,
                   loss.data<double>()[0], samples / seconds, 1000.0 * seconds / std::max<size_t>(1, batches.size()));
       std::fflush(stdout);
-      if (!flags.checkpoint_dir.empty()) BRAID_RETURN_IF_ERROR(SaveCheckpoint(flags.checkpoint_dir, epoch + 1, *t.model));
+      if (!flags.checkpoint_dir.empty()) {
+        BRAID_RETURN_IF_ERROR(t.SyncHostModel());
+        BRAID_RETURN_IF_ERROR(SaveCheckpoint(flags.checkpoint_dir, epoch + 1, *t.model));
+      }
     }
   }
   // A fingerprint of the trained model: equal runs (an interrupted and resumed
   // one included) print the same.
+  BRAID_RETURN_IF_ERROR(t.SyncHostModel());
   if (group->rank() == 0) {
     std::printf("final parameters: hash %016llx\n", static_cast<unsigned long long>(HashParams(*t.model)));
     std::fflush(stdout);

@@ -601,6 +601,12 @@ absl::Status Reducer::FillSlot(int index, Fill fill) {
     }
     return absl::OkStatus();
   }
+  // A CUDA bucket staged through host memory (no stream communicator for its
+  // GPU): the host reads it, so backward's writes on the compute stream must
+  // have landed.
+  if (fill == Fill::kCopy && options_.compute_stream != nullptr && v.slot.device().is_cuda()) {
+    BRAID_RETURN_IF_ERROR(options_.compute_stream->Synchronize(DeadlineIn(timeout_)));
+  }
   if (fill == Fill::kZero) {
     std::memset(v.slot.data(), 0, v.slot.nbytes());
   } else if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
@@ -880,10 +886,13 @@ absl::Status Reducer::BroadcastParameters(ProcessGroup& group, absl::Span<const 
   } else {
     BRAID_ASSIGN_OR_RETURN(limit, DefaultTimeout());
   }
+  // CUDA parameters are staged through host memory by Tensor::CopyFrom
+  // (complete when it returns): work a stream still has queued on them must
+  // be done first.
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (!parameters[i].defined() || !parameters[i].IsContiguous() || !parameters[i].device().is_cpu()) {
+    if (!parameters[i].defined() || !parameters[i].IsContiguous()) {
       return absl::InvalidArgumentError(absl::StrCat(where, "parameter ", i, " (", parameters[i].DebugString(),
-                                                     ") must be a contiguous CPU tensor"));
+                                                     ") must be a contiguous tensor"));
     }
   }
   // One message per dtype: parameters packed in order.

@@ -335,7 +335,11 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
                                                  src.DebugString(), " into ", DebugString()));
   }
 #ifdef BRAID_WITH_CUDA
-  return CudaStatus(cudaMemcpy(data(), src.data(), nbytes(), cudaMemcpyDefault),
+  BRAID_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(data(), src.data(), nbytes(), cudaMemcpyDefault),
+                                   absl::StrCat("cudaMemcpy ", src.DebugString(), " -> ", DebugString())));
+  // cudaMemcpy from pageable memory may return before its DMA lands: done
+  // means done, for readers on any stream.
+  return CudaStatus(cudaStreamSynchronize(cudaStreamLegacy),
                     absl::StrCat("cudaMemcpy ", src.DebugString(), " -> ", DebugString()));
 #else
   return absl::FailedPreconditionError(

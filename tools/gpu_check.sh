@@ -112,7 +112,18 @@ step bench_staged_auto 60 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalon
 # braid's own programs over NCCL point to point at world size 1 (a copy), beside native.
 step bench_nccl_programs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
   "$bin/braid_bench" -t nccl -a ring,tree,rhd,native -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
-echo "| train_mlp --device=cuda | not built yet (issue 16 item 4) | |" >>"$summary"
+# The GPU trainer's loop on GPU 0 with 2-3 thread ranks over LocalDeviceLinks,
+# against the CPU arithmetic (tolerance 1e-4).
+step device_mlp_test 120 "$bin/device_mlp_test"
+# The README's main job on the GPU: one rank on NCCL (world size 1), then two
+# ranks sharing GPU 0 (NCCL refuses that: the reducer falls back to host
+# staging over shm, logged), each with --check against one process on the CPU.
+step train_mlp_cuda_check 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
+  "$bin/train_mlp" --device=cuda --check
+step train_mlp_cuda_check_2ranks 90 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
+  "$bin/train_mlp" --device=cuda --check
+step train_mlp_cuda_epochs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
+  "$bin/train_mlp" --device=cuda --epochs=3
 
 {
   echo

@@ -20,6 +20,8 @@ TARGETS=(
   //tests/collectives/device:program_test
   //tests/collectives/device:device_communicator_test
   //tests/runtime:reducer_device_test
+  //tests/examples:device_mlp_test
+  //examples:train_mlp
   //bench:reduce_kernels_cuda_bench
   //tests/collectives/transport/nccl:nccl_test
   //tests/collectives:host_staging_test

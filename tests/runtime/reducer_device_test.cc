@@ -26,6 +26,7 @@
 #include "tensor/device.h"
 #include "runtime/reducer.h"
 #include "tests/collectives/device/local_device_transport.h"
+#include "tests/runtime/device_thread_rank.h"
 #include "tests/harness/statuses.h"
 #include "tests/harness/subprocess.h"
 
@@ -47,22 +48,10 @@ float Average(int iteration, size_t param) {
 
 absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLinks& links, std::shared_future<void> latch,
                      std::promise<void>* open_latch, bool fp16) {
-  WorkerEnv env;
-  env.rank = rank;
-  env.world_size = kRanks;
-  env.local_rank = rank;
-  env.local_world_size = kRanks;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  ProcessGroupOptions pg;
-  pg.transport = "tcp";
-  pg.timeout = absl::Seconds(30);
-  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, ProcessGroup::Create(env, pg));
+  BRAID_ASSIGN_OR_RETURN(testing::DeviceThreadRank ranked,
+                         testing::MakeDeviceThreadRank(links, rank, kRanks, port, absl::Seconds(30)));
+  std::unique_ptr<ProcessGroup>& group = ranked.group;
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> compute, rt.NewStream());
-  CommunicatorOptions copts;
-  copts.timeout = absl::Seconds(30);
-  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> device_comm,
-                         Communicator::Create(std::make_unique<testing::LocalDeviceTransport>(links, rank, kRanks), copts));
   std::vector<Tensor> grads;
   for (int64_t n : kSizes) {
     BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({n}, DType::kF32, rt.device()));
@@ -74,7 +63,7 @@ absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLink
   ReducerOptions options;
   options.bucket_cap_mb = 0.02;  // several buckets
   options.first_bucket_mb = 0.01;
-  options.device_comm = device_comm.get();
+  options.device_comm = ranked.device_comm.get();
   options.compute_stream = compute.get();
   if (fp16) options.comm_hook = Bf16CompressHook();
   {
