@@ -14,6 +14,7 @@
 #include "base/deadline.h"
 #include "base/logging.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/scoped_env.h"
 
 namespace braid {
 namespace {
@@ -23,39 +24,13 @@ BRAID_ENV_KNOB(kBoolKnob, "BRAID_TEST_ENV_BOOL", "false", "A boolean knob for en
 BRAID_ENV_KNOB(kSecondsKnob, "BRAID_TEST_ENV_SECONDS", "2.5", "A seconds knob for env_test.");
 BRAID_ENV_KNOB(kDoubleKnob, "BRAID_TEST_ENV_DOUBLE", "0.25", "A number knob for env_test.");
 
-// Sets (or with nullptr unsets) a variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = ::getenv(name)) old_ = old, had_old_ = true;
-    if (value == nullptr) {
-      ::unsetenv(name);
-    } else {
-      ::setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_old_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_old_ = false;
-};
-
 void CheckMalformed(const absl::Status& status, const char* name) {
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::StrContains(status.message(), name));
 }
 
 TEST_CASE("EnvKnob: unset gives the default", "[base][env]") {
-  ScopedEnv a("BRAID_TEST_ENV_INT", nullptr), b("BRAID_TEST_ENV_BOOL", nullptr),
-      c("BRAID_TEST_ENV_SECONDS", nullptr), d("BRAID_TEST_ENV_DOUBLE", nullptr);
+  testing::ScopedEnv env({"BRAID_TEST_ENV_INT", "BRAID_TEST_ENV_BOOL", "BRAID_TEST_ENV_SECONDS", "BRAID_TEST_ENV_DOUBLE"});
   CHECK_FALSE(kIntKnob.IsSet());
   CHECK(kIntKnob.String() == "17");
   CHECK(kIntKnob.Int().value() == 17);
@@ -69,17 +44,20 @@ TEST_CASE("EnvKnob: unset gives the default", "[base][env]") {
 
 TEST_CASE("EnvKnob: Int parses what setenv set, each call afresh", "[base][env]") {
   {
-    ScopedEnv env("BRAID_TEST_ENV_INT", "42");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_INT"});
+    env.Set("BRAID_TEST_ENV_INT", "42");
     CHECK(kIntKnob.IsSet());
     CHECK(kIntKnob.Int().value() == 42);
   }
   {
-    ScopedEnv env("BRAID_TEST_ENV_INT", "-9000000000");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_INT"});
+    env.Set("BRAID_TEST_ENV_INT", "-9000000000");
     CHECK(kIntKnob.Int().value() == -9000000000LL);
   }
   for (const char* bad : {"", "twelve", "12abc", "1.5", "99999999999999999999"}) {
     CAPTURE(bad);
-    ScopedEnv env("BRAID_TEST_ENV_INT", bad);
+    testing::ScopedEnv env({"BRAID_TEST_ENV_INT"});
+    env.Set("BRAID_TEST_ENV_INT", bad);
     CHECK(kIntKnob.IsSet());
     CheckMalformed(kIntKnob.Int().status(), "BRAID_TEST_ENV_INT");
   }
@@ -88,60 +66,71 @@ TEST_CASE("EnvKnob: Int parses what setenv set, each call afresh", "[base][env]"
 TEST_CASE("EnvKnob: Bool accepts 1/0, true/false, yes/no, on/off in any case", "[base][env]") {
   for (const char* yes : {"1", "true", "TRUE", "Yes", "on"}) {
     CAPTURE(yes);
-    ScopedEnv env("BRAID_TEST_ENV_BOOL", yes);
+    testing::ScopedEnv env({"BRAID_TEST_ENV_BOOL"});
+    env.Set("BRAID_TEST_ENV_BOOL", yes);
     CHECK(kBoolKnob.Bool().value() == true);
   }
   for (const char* no : {"0", "false", "No", "OFF", ""}) {
     CAPTURE(no);
-    ScopedEnv env("BRAID_TEST_ENV_BOOL", no);
+    testing::ScopedEnv env({"BRAID_TEST_ENV_BOOL"});
+    env.Set("BRAID_TEST_ENV_BOOL", no);
     CHECK(kBoolKnob.Bool().value() == false);
   }
   for (const char* bad : {"2", "maybe", "tru"}) {
     CAPTURE(bad);
-    ScopedEnv env("BRAID_TEST_ENV_BOOL", bad);
+    testing::ScopedEnv env({"BRAID_TEST_ENV_BOOL"});
+    env.Set("BRAID_TEST_ENV_BOOL", bad);
     CheckMalformed(kBoolKnob.Bool().status(), "BRAID_TEST_ENV_BOOL");
   }
 }
 
 TEST_CASE("EnvKnob: Seconds and Double parse numbers", "[base][env]") {
   {
-    ScopedEnv env("BRAID_TEST_ENV_SECONDS", "0.25");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_SECONDS"});
+    env.Set("BRAID_TEST_ENV_SECONDS", "0.25");
     CHECK(kSecondsKnob.Seconds().value() == absl::Milliseconds(250));
   }
   {
-    ScopedEnv env("BRAID_TEST_ENV_SECONDS", "30");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_SECONDS"});
+    env.Set("BRAID_TEST_ENV_SECONDS", "30");
     CHECK(kSecondsKnob.Seconds().value() == absl::Seconds(30));
   }
   {
-    ScopedEnv env("BRAID_TEST_ENV_SECONDS", "0");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_SECONDS"});
+    env.Set("BRAID_TEST_ENV_SECONDS", "0");
     CHECK(kSecondsKnob.Seconds().value() == absl::ZeroDuration());
   }
   for (const char* bad : {"-1", "soon", "10s", "nan", ""}) {
     CAPTURE(bad);
-    ScopedEnv env("BRAID_TEST_ENV_SECONDS", bad);
+    testing::ScopedEnv env({"BRAID_TEST_ENV_SECONDS"});
+    env.Set("BRAID_TEST_ENV_SECONDS", bad);
     CheckMalformed(kSecondsKnob.Seconds().status(), "BRAID_TEST_ENV_SECONDS");
   }
   {
-    ScopedEnv env("BRAID_TEST_ENV_DOUBLE", "1e-3");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_DOUBLE"});
+    env.Set("BRAID_TEST_ENV_DOUBLE", "1e-3");
     CHECK(kDoubleKnob.Double().value() == 1e-3);
   }
   {
-    ScopedEnv env("BRAID_TEST_ENV_DOUBLE", "x");
+    testing::ScopedEnv env({"BRAID_TEST_ENV_DOUBLE"});
+    env.Set("BRAID_TEST_ENV_DOUBLE", "x");
     CheckMalformed(kDoubleKnob.Double().status(), "BRAID_TEST_ENV_DOUBLE");
   }
 }
 
 TEST_CASE("DefaultTimeout reads BRAID_TIMEOUT_SEC", "[base][env]") {
   {
-    ScopedEnv env("BRAID_TIMEOUT_SEC", nullptr);
+    testing::ScopedEnv env({"BRAID_TIMEOUT_SEC"});
     CHECK(DefaultTimeout().value() == absl::Seconds(600));
   }
   {
-    ScopedEnv env("BRAID_TIMEOUT_SEC", "7.5");
+    testing::ScopedEnv env({"BRAID_TIMEOUT_SEC"});
+    env.Set("BRAID_TIMEOUT_SEC", "7.5");
     CHECK(DefaultTimeout().value() == absl::Milliseconds(7500));
   }
   {
-    ScopedEnv env("BRAID_TIMEOUT_SEC", "forever");
+    testing::ScopedEnv env({"BRAID_TIMEOUT_SEC"});
+    env.Set("BRAID_TIMEOUT_SEC", "forever");
     CheckMalformed(DefaultTimeout().status(), "BRAID_TIMEOUT_SEC");
   }
 }

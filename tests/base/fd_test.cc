@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/statuses.h"
 
 namespace braid {
 namespace {
@@ -193,7 +194,7 @@ TEST_CASE("SendAll/RecvAll move 64 MiB both ways at once without deadlock", "[ba
 
   // Both ends send and receive at the same time; with either side only
   // sending, socket buffers fill and a single-threaded exchange would stall.
-  absl::Status statuses[4];
+  std::vector<absl::Status> statuses(4);
   {
     std::vector<std::thread> threads;
     threads.emplace_back([&] { statuses[0] = SendAll(pair.client.get(), Bytes(to_server), deadline); });
@@ -202,7 +203,7 @@ TEST_CASE("SendAll/RecvAll move 64 MiB both ways at once without deadlock", "[ba
     threads.emplace_back([&] { statuses[3] = RecvAll(pair.client.get(), WritableBytes(at_client), deadline); });
     for (std::thread& thread : threads) thread.join();
   }
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
   CHECK(at_server == to_server);
   CHECK(at_client == to_client);
 }

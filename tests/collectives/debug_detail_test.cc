@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/statuses.h"
 #include "collectives/communicator.h"
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
@@ -56,10 +57,7 @@ TEST_CASE("BRAID_DEBUG=detail: agreeing ranks run every collective as usual", "[
     BRAID_ASSIGN_OR_RETURN(WorkHandle c, comm.Barrier());
     return c->Wait();
   });
-  for (const absl::Status& s : statuses) {
-    INFO(s);
-    CHECK(s.ok());
-  }
+  CHECK_ALL_OK(statuses);
 }
 
 TEST_CASE("BRAID_DEBUG=detail: ranks with different broadcast roots all get every rank's call", "[collectives][debug]") {

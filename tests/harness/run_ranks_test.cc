@@ -106,9 +106,8 @@ TEST_CASE("RunRanks: every rank returns OK and sees its rank, size and deadline"
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
   CHECK(NoChildrenLeft());
   CHECK(OpenFdCount() == fds_before);
 }
@@ -135,9 +134,8 @@ TEST_CASE("RunRanks: AllGather returns every rank's bytes in rank order", "[harn
         return absl::OkStatus();
       },
       {.timeout = absl::Seconds(30)});
-  INFO(DescribeStatuses(statuses));
   REQUIRE(statuses.size() == static_cast<size_t>(n));
-  for (const absl::Status& status : statuses) CHECK(status.ok());
+  CHECK_ALL_OK(statuses);
   CHECK(NoChildrenLeft());
 }
 

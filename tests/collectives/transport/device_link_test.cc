@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "absl/time/clock.h"
 #include "catch2/catch.hpp"
+#include "tests/harness/statuses.h"
 #include "tensor/device.h"
 #include "tensor/stream.h"
 #include "tests/collectives/device/local_device_transport.h"
@@ -90,7 +91,7 @@ TEST_CASE("LocalDeviceLinks: a ring exchange, the send buffer overwritten right 
         }
         return absl::OkStatus();
       });
-      for (const absl::Status& s : statuses) REQUIRE(s.ok());
+      REQUIRE_ALL_OK(statuses);
     }
   }
 }
@@ -115,7 +116,7 @@ TEST_CASE("LocalDeviceLinks: a slow producer is never read stale", "[device_link
       }
       return link.GroupEnd(DeadlineIn(absl::Seconds(10)));
     });
-    for (const absl::Status& s : statuses) REQUIRE(s.ok());
+    REQUIRE_ALL_OK(statuses);
     for (float v : b.Read(b.recv)) REQUIRE(v == 9.0f);
   }
 }
