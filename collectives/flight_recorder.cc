@@ -20,6 +20,7 @@
 #include "base/deadline.h"
 #include "base/env.h"
 #include "base/fd.h"
+#include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status.h"
@@ -28,9 +29,9 @@ namespace braid {
 namespace {
 
 BRAID_ENV_KNOB(kEntriesKnob, "BRAID_FLIGHT_ENTRIES", "256", "How many recent collectives each rank remembers.");
-BRAID_ENV_KNOB(kDirKnob, "BRAID_FLIGHT_DIR", "",
+BRAID_ENV_KNOB(kDirKnob, launch_env::kFlightDir, "",
                "Where flight-recorder dumps go (default /tmp/braid_flight/<TORCHELASTIC_RUN_ID or job>).");
-BRAID_ENV_KNOB(kRunIdKnob, "TORCHELASTIC_RUN_ID", "", "The launcher's run id (names the default dump folder).");
+BRAID_ENV_KNOB(kRunIdKnob, launch_env::kRunId, "", "The launcher's run id (names the default dump folder).");
 
 std::string Json(absl::string_view text) { return absl::StrCat("\"", absl::CEscape(text), "\""); }
 

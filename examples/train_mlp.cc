@@ -44,6 +44,7 @@
 #include "absl/time/time.h"
 #include "base/deadline.h"
 #include "base/flags.h"
+#include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/status.h"
 #include "examples/device_mlp.h"
@@ -345,9 +346,9 @@ absl::Status SetUpDevice(Trainer& t) {
 }
 
 absl::Status Run(const Flags& flags) {
-  if (std::getenv("RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_RANK") == nullptr) {
-    ::setenv("RANK", "0", 1);  // no launcher: one process
-    ::setenv("WORLD_SIZE", "1", 1);
+  if (std::getenv(launch_env::kRank) == nullptr && std::getenv(launch_env::kOmpiRank) == nullptr) {
+    ::setenv(launch_env::kRank, "0", 1);  // no launcher: one process
+    ::setenv(launch_env::kWorldSize, "1", 1);
   }
   if (flags.recovery == "in-place") {
     if (flags.check || flags.bench_steps > 0 || flags.no_sync || flags.device != "cpu") {

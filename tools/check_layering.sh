@@ -11,6 +11,7 @@
 #   launcher               base, store (it links no collectives, no runtime)
 #   capi                   everything but the launcher (braid's C API over the runtime)
 #   python                 capi only (the bindings link libbraid.so, never braid's C++)
+#   bench, examples        everything but the launcher (and never the tests)
 #
 # Two checks: every #include "..." in the floor's sources, and (unless
 # --includes-only, or without bazel) every target's dependencies from
@@ -40,6 +41,8 @@ rules=(
   "launcher|collectives/ runtime/ tensor/ capi/ python/ bench/ examples/ tests/"
   "capi|launcher/ python/ bench/ examples/ tests/"
   "python|base/ tensor/ store/ collectives/ runtime/ launcher/ bench/ examples/ tests/"
+  "bench|launcher/ tests/"
+  "examples|launcher/ tests/"
 )
 
 violations=0
@@ -71,9 +74,12 @@ if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE 
     "//store/...|//tensor/... + //collectives/... + //runtime/... + //launcher/..."
     "//collectives/transport/...|//collectives:* + //runtime/... + //store/... + //launcher/..."
     "//collectives:*|//runtime/... + //store/... + //launcher/..."
+    "//collectives/device/...|//runtime/... + //store/... + //launcher/..."
     "//runtime/...|//launcher/..."
     "//launcher/...|//collectives/... + //runtime/... + //tensor/..."
     "//capi/...|//launcher/... + //python/..."
+    "//bench/...|//launcher/... + //tests/..."
+    "//examples/...|//launcher/... + //tests/..."
     # The bindings reach braid only through libbraid.so, which links everything: their own edges count.
     "//python/...|//base/... + //tensor/... + //store/... + //collectives/... + //runtime/... + //capi:capi|1"
   )

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/launch_env.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status.h"
@@ -29,7 +30,7 @@ void KeepAlive(std::shared_ptr<void> memory) {
   kept->push_back(std::move(memory));
 }
 
-bool UnderMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+bool UnderMpirun() { return std::getenv(launch_env::kOmpiSize) != nullptr; }
 
 absl::Status EnsureMpiInitialized() {
   int finalized = 0;
