@@ -32,7 +32,7 @@ base=(base/auth.cc base/deadline.cc base/env.cc base/fd.cc base/logging.cc base/
 # What braidrun's flag parser is made of (launcher/BUILD.bazel's options).
 launcher=(launcher/options.cc launcher/flag_table.cc launcher/slurm_defaults.cc base/slurm_step.cc base/hostlist.cc)
 declare -A sources=(
-  [store]="tests/fuzz/store_fuzz.cc store/store.cc store/tcp_store_client.cc store/tcp_store_server.cc store/wire.cc ${base[*]}"
+  [store]="tests/fuzz/store_fuzz.cc store/store.cc store/tcp_store_client.cc store/tcp_store_server.cc store/server_requests.cc store/wire.cc ${base[*]}"
   [frame]="tests/fuzz/frame_fuzz.cc collectives/transport/frame.cc ${base[*]} $tensor_libs"
   [flags]="tests/fuzz/flags_fuzz.cc ${launcher[*]} ${base[*]}"
 )
