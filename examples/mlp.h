@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/flags.h"
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
 #include "tensor/stream.h"
@@ -48,6 +49,10 @@ struct Flags {
   bool verify_steps = false; // in-place: every rank's parameters compared (hash) after every step
   std::string device = "cpu";  // "cuda": the model on GPU LOCAL_RANK % (GPUs here), the reducer on NCCL
 };
+
+// train_mlp's flags (base/flags.h), writing into *f, which must outlive
+// them; --device=cuda is refused (exit 2) by a build without --config=cuda.
+std::vector<Flag> TrainFlags(Flags* f);
 
 // The --step-log file of one process: DIR/<launch rank>.<pid>.steps.
 class StepLog {
