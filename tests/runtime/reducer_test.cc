@@ -5,6 +5,7 @@
 // with uneven inputs, BroadcastParameters, statistics, every error, and
 // examples/train_mlp --check as real worker processes. Ranks never assert:
 // they return a Status and the main thread checks it.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -540,6 +541,26 @@ TEST_CASE("train_mlp --check: bit-identical replicas that match one process, 2 a
   }
   CHECK(absl::StrContains(exits[0].out, "parameters bit-identical on every rank: yes"));
   CHECK(absl::StrContains(exits[0].out, "check: PASSED"));
+}
+
+TEST_CASE("train_mlp: --help lists its flags; a bad flag exits 2 with one line before starting", "[runtime][example]") {
+  const ProcessExit help = RunProcess({Runfile("examples/train_mlp"), "--help"}, {}, "help", absl::Seconds(30));
+  INFO(Dump(help));
+  REQUIRE(help.code == 0);
+  CHECK(absl::StrContains(help.out, "--check-steps"));
+  CHECK(absl::StrContains(help.out, "--device cpu|cuda"));
+  std::vector<std::string> bad = {"--epochs=x", "--hook=fp8", "--no-such-flag", "--device=tpu"};
+#ifndef BRAID_WITH_CUDA
+  bad.push_back("--device=cuda");  // this build has no CUDA
+#endif
+  for (const std::string& flag : bad) {
+    const ProcessExit exit = RunProcess({Runfile("examples/train_mlp"), flag}, {}, "bad_flag", absl::Seconds(30));
+    INFO(flag << "\n" << Dump(exit));
+    CHECK(exit.code == 2);
+    CHECK(exit.out.empty());
+    CHECK(std::count(exit.err.begin(), exit.err.end(), '\n') == 1);
+    CHECK(absl::StartsWith(exit.err, "train_mlp: "));
+  }
 }
 
 TEST_CASE("train_mlp: checkpoints every epoch and resumes from the newest", "[runtime][reducer][example]") {
