@@ -68,7 +68,7 @@ struct Trainer {
   std::unique_ptr<Stream> compute;
   std::unique_ptr<DeviceMlp> device_model;
   std::vector<Tensor> device_initial_grads;
-  std::unique_ptr<Reducer> reducer;  // last: it goes first, while the stream it drains is still there
+  std::unique_ptr<Reducer> reducer;  // after the stream: destroyed before it, while the stream it drains exists
   std::string device_name;  // "cuda:0"
   std::vector<std::vector<int>> batches;  // the epoch's, this rank's
   double loss_sum = 0;
