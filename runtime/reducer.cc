@@ -237,10 +237,16 @@ absl::Status Reducer::FillSlot(int index, Fill fill) {
   if (fill == Fill::kCopy && options_.compute_stream != nullptr && v.slot.device().is_cuda()) {
     BRAID_RETURN_IF_ERROR(options_.compute_stream->Synchronize(DeadlineIn(timeout_)));
   }
+  if (fill == Fill::kZero && v.slot.device().is_cuda()) {
+    // memset cannot reach device memory: zeros copied in (a failed copy is Finalize's error).
+    BRAID_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(v.slot.shape(), v.slot.dtype()));
+    return Tensor(v.slot).CopyFrom(zeros);
+  }
   if (fill == Fill::kZero) {
     std::memset(v.slot.data(), 0, v.slot.nbytes());
   } else if (fill == Fill::kCopy && !options_.gradient_as_bucket_view) {
-    BRAID_CHECK_OK(Tensor(v.slot).CopyFrom(v.grad));  // same dtype, numel, both contiguous: cannot fail
+    // Same dtype, numel, both contiguous: only a CUDA copy can fail.
+    return Tensor(v.slot).CopyFrom(v.grad);
   }
   return absl::OkStatus();
 }
