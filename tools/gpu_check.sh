@@ -91,13 +91,27 @@ step device_communicator_test 120 "$bin/device_communicator_test"
 # The reducer with CUDA gradients on a stream communicator: a bucket never
 # reused before its done event; the bf16 hook's casts on the stream.
 step reducer_device_test 90 "$bin/reducer_device_test"
-step reduce_kernels_cuda_bench 90 "$bin/reduce_kernels_cuda_bench"
+# Correctness before the benchmarks, should the budget run short.
+# The GPU trainer's loop on GPU 0 with 2-3 thread ranks over LocalDeviceLinks,
+# against the CPU arithmetic (tolerance 1e-4).
+step device_mlp_test 120 "$bin/device_mlp_test"
+# The README's main job on the GPU: one rank on NCCL (world size 1), then two
+# ranks sharing GPU 0 (NCCL refuses that: the reducer falls back to host
+# staging over shm, logged), each with --check against one process on the CPU.
+step train_mlp_cuda_check 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
+  "$bin/train_mlp" --device=cuda --check
+step train_mlp_cuda_check_2ranks 90 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
+  "$bin/train_mlp" --device=cuda --check
+step train_mlp_cuda_epochs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
+  "$bin/train_mlp" --device=cuda --epochs=3
 # NCCL transport: every native collective at world size 1, deadlines and abort.
 step nccl_test 90 "$bin/nccl_test"
 # CUDA tensors on the host transports (pinned-memory staging), thread ranks on GPU 0.
 step host_staging_test 120 "$bin/host_staging_test"
 # ProcessGroup::CommFor in forked ranks: NCCL with a GPU each, else the logged fallback.
 step process_group_commfor 60 "$bin/process_group_test" "ProcessGroup: CommFor*"
+# The benchmarks.
+step reduce_kernels_cuda_bench 90 "$bin/reduce_kernels_cuda_bench"
 # torch on the same GPU: torch.add and D2D copy bandwidth, torch.distributed
 # all_reduce (NCCL, world size 1), and the kernel bandwidth plot.
 step torch_baselines 120 python3 "$here/gpu_torch_check.py" "$out/results"
@@ -112,19 +126,6 @@ step bench_staged_auto 60 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalon
 # braid's own programs over NCCL point to point at world size 1 (a copy), beside native.
 step bench_nccl_programs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
   "$bin/braid_bench" -t nccl -a ring,tree,rhd,native -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
-# The GPU trainer's loop on GPU 0 with 2-3 thread ranks over LocalDeviceLinks,
-# against the CPU arithmetic (tolerance 1e-4).
-step device_mlp_test 120 "$bin/device_mlp_test"
-# The README's main job on the GPU: one rank on NCCL (world size 1), then two
-# ranks sharing GPU 0 (NCCL refuses that: the reducer falls back to host
-# staging over shm, logged), each with --check against one process on the CPU.
-step train_mlp_cuda_check 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
-  "$bin/train_mlp" --device=cuda --check
-step train_mlp_cuda_check_2ranks 90 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalone --nproc-per-node=2 \
-  "$bin/train_mlp" --device=cuda --check
-step train_mlp_cuda_epochs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
-  "$bin/train_mlp" --device=cuda --epochs=3
-
 {
   echo
   echo "## reduce_kernels_cuda_bench"
