@@ -49,8 +49,7 @@ class HostMlpKernels final : public MlpKernels {
     return s.HostFunc([=] { examples::ColumnSums(dz, rows, cols, db); });
   }
   absl::Status SgdUpdate(Stream& s, float lr, const float* x, float* y, size_t count) override {
-    // As Mlp::Sgd (cblas_saxpy with -lr).
-    return s.HostFunc([=] { cblas_saxpy(static_cast<int>(count), -lr, x, 1, y, 1); });
+    return s.HostFunc([=] { examples::SgdUpdate(lr, x, y, count); });
   }
 };
 
@@ -118,10 +117,7 @@ absl::StatusOr<std::unique_ptr<MlpKernels>> MlpKernels::For(DeviceRuntime& runti
 
 absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(DeviceRuntime& runtime, Stream& stream, Mlp& start,
                                                              const Dataset& data, int max_batch) {
-  std::vector<int> sizes;
-  for (int l = 0; l < start.layers(); ++l) sizes.push_back(static_cast<int>(start.ParamShape(2 * static_cast<size_t>(l))[1]));
-  sizes.push_back(static_cast<int>(start.ParamShape(2 * static_cast<size_t>(start.layers()) - 2)[0]));
-  std::unique_ptr<DeviceMlp> m(new DeviceMlp(runtime, stream, std::move(sizes)));
+  std::unique_ptr<DeviceMlp> m(new DeviceMlp(runtime, stream, start.sizes()));
   BRAID_ASSIGN_OR_RETURN(m->kernels_, MlpKernels::For(runtime));
   m->max_batch_ = max_batch;
   const size_t rows = static_cast<size_t>(max_batch);
@@ -132,7 +128,6 @@ absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(DeviceRuntime& runt
     BRAID_RETURN_IF_ERROR(stream.Copy(p, start.params()[i].data(), sizeof(float) * start.params()[i].size()));
     m->params_.push_back(p);
     m->shapes_.push_back(start.ParamShape(i));
-    m->counts_.push_back(start.params()[i].size());
   }
   for (int w : m->sizes_) {
     BRAID_ASSIGN_OR_RETURN(float* a, m->Floats(rows * static_cast<size_t>(w)));
@@ -211,7 +206,8 @@ absl::Status DeviceMlp::Forward(size_t b) {
 
 absl::Status DeviceMlp::Sgd(const std::vector<float*>& grads, float lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
-    BRAID_RETURN_IF_ERROR(kernels_->SgdUpdate(stream_, lr, grads[i], params_[i], counts_[i]));
+    const size_t count = static_cast<size_t>(ShapeNumel(shapes_[i]));
+    BRAID_RETURN_IF_ERROR(kernels_->SgdUpdate(stream_, lr, grads[i], params_[i], count));
   }
   return absl::OkStatus();
 }

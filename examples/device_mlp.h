@@ -97,7 +97,6 @@ class DeviceMlp {
   std::unique_ptr<MlpKernels> kernels_;
   std::vector<int> sizes_;
   std::vector<Shape> shapes_;
-  std::vector<size_t> counts_;  // elements of each parameter
   std::vector<float*> params_;
   std::vector<float*> acts_;  // acts_[0]: the batch's inputs; acts_[l + 1]: layer l's output
   std::vector<float*> dz_;    // two buffers of max_batch x widest layer, used in turn

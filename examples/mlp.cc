@@ -132,6 +132,18 @@ void ColumnSums(const float* dz, int rows, int cols, float* db) {
   }
 }
 
+void SgdUpdate(float lr, const float* x, float* y, size_t count) {
+  cblas_saxpy(static_cast<int>(count), -lr, x, 1, y, 1);
+}
+
+double MaxAbsDifference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t k = 0; k < a[i].size(); ++k) worst = std::max(worst, static_cast<double>(std::fabs(a[i][k] - b[i][k])));
+  }
+  return worst;
+}
+
 std::vector<int> LayerSizes(const std::string& model) {
   if (model == "large") return {kInputs, 4096, 4096, 1024, kClasses};
   return {kInputs, 512, kClasses};

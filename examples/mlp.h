@@ -123,6 +123,8 @@ void ReluBackward(float* da, const float* a, size_t count);
 double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows, float* dz, float* row_losses);
 // db[c] = sum over rows of dz[r][c], rows in order.
 void ColumnSums(const float* dz, int rows, int cols, float* db);
+// y -= lr * x, `count` elements (SGD).
+void SgdUpdate(float lr, const float* x, float* y, size_t count);
 
 // The MLP: parameters [W1, b1, W2, b2, ...], W_l of shape [out, in] (as
 // torch.nn.Linear). Activations are kept per batch for backward.
@@ -143,6 +145,8 @@ class Mlp {
   }
 
   int layers() const { return static_cast<int>(sizes_.size()) - 1; }
+  // Every layer's width, inputs first (LayerSizes).
+  const std::vector<int>& sizes() const { return sizes_; }
   std::vector<std::vector<float>>& params() { return params_; }
   Shape ParamShape(size_t i) const {
     const size_t l = i / 2;
@@ -196,7 +200,7 @@ class Mlp {
 
   void Sgd(const std::vector<float*>& grads, float lr) {
     for (size_t i = 0; i < params_.size(); ++i) {
-      cblas_saxpy(static_cast<int>(params_[i].size()), -lr, grads[i], 1, params_[i].data(), 1);
+      SgdUpdate(lr, grads[i], params_[i].data(), params_[i].size());
     }
   }
 
@@ -205,6 +209,9 @@ class Mlp {
   std::vector<std::vector<float>> params_;
   std::vector<std::vector<float>> acts_;
 };
+
+// The largest |a - b| over every element of two models' parameters (same shapes).
+double MaxAbsDifference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b);
 
 // FNV-1a over every parameter's bytes: equal models print the same.
 uint64_t HashParams(Mlp& model);

@@ -152,12 +152,7 @@ absl::Status Check(Trainer& t, const std::vector<std::vector<float>>& initial) {
       reference.Step(t.data, combined, grad_ptrs, [](int) {});
       reference.Sgd(grad_ptrs, static_cast<float>(t.flags.lr));
     }
-    double max_diff = 0;
-    for (size_t i = 0; i < reference.params().size(); ++i) {
-      for (size_t k = 0; k < reference.params()[i].size(); ++k) {
-        max_diff = std::max(max_diff, static_cast<double>(std::fabs(reference.params()[i][k] - t.model->params()[i][k])));
-      }
-    }
+    const double max_diff = MaxAbsDifference(reference.params(), t.model->params());
     verdict.data<double>()[0] = max_diff;
     verdict.data<double>()[1] = (identical && max_diff <= 1e-4) ? 1 : 0;
   }

@@ -106,14 +106,6 @@ std::vector<std::vector<float>> CpuDataParallel(const Dataset& data, int world, 
   return model.params();
 }
 
-double MaxDifference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (size_t k = 0; k < a[i].size(); ++k) worst = std::max(worst, static_cast<double>(std::fabs(a[i][k] - b[i][k])));
-  }
-  return worst;
-}
-
 void Train(DeviceRuntime& rt, int world, const std::string& hook, double tolerance) {
   INFO(rt.name() << ", " << world << " ranks, hook " << hook);
   const Dataset data = Dataset::Make(kSamples, kSeed);
@@ -127,13 +119,13 @@ void Train(DeviceRuntime& rt, int world, const std::string& hook, double toleran
   for (int r = 1; r < world; ++r) REQUIRE(results[static_cast<size_t>(r)].params == results[0].params);
   std::vector<double> losses;
   const std::vector<std::vector<float>> expected = CpuDataParallel(data, world, &losses);
-  REQUIRE(MaxDifference(results[0].params, expected) <= tolerance);
+  REQUIRE(MaxAbsDifference(results[0].params, expected) <= tolerance);
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
     REQUIRE(std::fabs(results[static_cast<size_t>(r)].loss - losses[static_cast<size_t>(r)]) <= 1e-5 * losses[static_cast<size_t>(r)] + tolerance);
   }
   // Training moved the parameters (the comparison is not of two starts).
-  REQUIRE(MaxDifference(results[0].params, Mlp(kSizes, kSeed).params()) > 1e-4);
+  REQUIRE(MaxAbsDifference(results[0].params, Mlp(kSizes, kSeed).params()) > 1e-4);
 }
 
 TEST_CASE("device trainer: 2 ranks on streams compute the CPU trainer's step bit for bit") {
