@@ -18,6 +18,7 @@
 #include "base/launch_env.h"
 #include "base/status.h"
 #include "collectives/communicator.h"
+#include "collectives/selection.h"
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
 #include "runtime/worker_env.h"
@@ -43,7 +44,7 @@ struct braid_reducer {
 namespace braid {
 namespace {
 
-constexpr char kVersion[] = "0.3.0";
+constexpr char kVersion[] = "0.4.0";
 
 thread_local std::string last_error;
 
@@ -210,13 +211,25 @@ absl::StatusOr<Tensor> ToTensor(const braid_buffer* buffer, absl::string_view na
   return Tensor::View(buffer->data, {buffer->count}, dtype, device);
 }
 
-// The communicator for `tensor`; refuses a stream until stream-ordered CUDA collectives exist.
-absl::StatusOr<Communicator*> CommFor(braid_group* group, const Tensor& tensor, void* stream) {
-  if (stream != nullptr) {
+// braid's CallOptions for the C API's (NULL: the defaults).
+absl::StatusOr<CallOptions> ToCallOptions(const braid_call_options* call) {
+  CallOptions options;
+  if (call == nullptr) return options;
+  if (call->stream != nullptr) {
     return absl::UnimplementedError(
-        "a CUDA stream was given, but braid's collectives are not stream-ordered yet: pass NULL (the collective "
-        "then runs synchronously with the device)");
+        "a CUDA stream was given, but the C API's collectives are not stream-ordered yet: pass NULL (CUDA buffers "
+        "are then ordered synchronously with the device)");
   }
+  if (call->timeout_sec > 0) options.timeout = absl::Seconds(call->timeout_sec);
+  if (call->algorithm != nullptr) {
+    BRAID_ASSIGN_OR_RETURN(options.algorithm, ParseAlgorithm(call->algorithm));
+  }
+  options.async = call->async != 0;
+  return options;
+}
+
+// The communicator for `tensor`.
+absl::StatusOr<Communicator*> CommFor(braid_group* group, const Tensor& tensor) {
   if (group->sub) return group->sub.get();  // a subgroup is one host communicator (CUDA buffers staged)
   return group->group->CommFor(tensor.device());
 }
@@ -235,25 +248,28 @@ braid_status Issue(absl::StatusOr<WorkHandle> handle, braid_work** work) {
   auto& lhs = *lhs##_or
 
 template <typename Call>
-braid_status InOut(braid_group* group, const braid_buffer* in, const braid_buffer* out, void* stream,
-                   braid_work** work, Call call) {
+braid_status InOut(braid_group* group, const braid_buffer* in, const braid_buffer* out,
+                   const braid_call_options* call_options, braid_work** work, Call call) {
   if (group == nullptr) return Invalid("the group is NULL");
+  BRAID_CAPI_ASSIGN(options, ToCallOptions(call_options));
   BRAID_CAPI_ASSIGN(input, ToTensor(in, "the input"));
   BRAID_CAPI_ASSIGN(output, ToTensor(out, "the output"));
   if (input.device() != output.device()) {
     return Invalid(absl::StrCat("the input is on ", ToString(input.device()), ", the output on ",
                                 ToString(output.device())));
   }
-  BRAID_CAPI_ASSIGN(comm, CommFor(group, input, stream));
-  return Issue(call(*comm, input, output), work);
+  BRAID_CAPI_ASSIGN(comm, CommFor(group, input));
+  return Issue(call(*comm, input, output, options), work);
 }
 
 template <typename Call>
-braid_status One(braid_group* group, const braid_buffer* buffer, void* stream, braid_work** work, Call call) {
+braid_status One(braid_group* group, const braid_buffer* buffer, const braid_call_options* call_options,
+                 braid_work** work, Call call) {
   if (group == nullptr) return Invalid("the group is NULL");
+  BRAID_CAPI_ASSIGN(options, ToCallOptions(call_options));
   BRAID_CAPI_ASSIGN(tensor, ToTensor(buffer, "the"));
-  BRAID_CAPI_ASSIGN(comm, CommFor(group, tensor, stream));
-  return Issue(call(*comm, tensor), work);
+  BRAID_CAPI_ASSIGN(comm, CommFor(group, tensor));
+  return Issue(call(*comm, tensor, options), work);
 }
 
 std::vector<Tensor> ToTensors(const braid_buffer* buffers, int count, absl::Status& status) {
@@ -351,61 +367,66 @@ void braid_group_abort(braid_group* group, const char* reason) {
   group->comm().Abort(absl::AbortedError(absl::StrCat("rank ", group->comm().rank(), ": braid_group_abort: ", why)));
 }
 
+void braid_call_options_init(braid_call_options* call) { *call = braid_call_options{}; }
+
 braid_status braid_all_reduce(braid_group* group, const braid_buffer* in, const braid_buffer* out, braid_op op,
-                              void* stream, braid_work** work) {
+                              const braid_call_options* call, braid_work** work) {
   BRAID_CAPI_ASSIGN(reduce_op, braid::ToOp(op));
-  return braid::InOut(group, in, out, stream, work, [&](braid::Communicator& comm, auto& i, auto& o) {
-    return comm.AllReduce(i, o, reduce_op);
+  return braid::InOut(group, in, out, call, work, [&](braid::Communicator& comm, auto& i, auto& o, auto& c) {
+    return comm.AllReduce(i, o, reduce_op, c);
   });
 }
 
-braid_status braid_broadcast(braid_group* group, const braid_buffer* buffer, int root, void* stream,
+braid_status braid_broadcast(braid_group* group, const braid_buffer* buffer, int root, const braid_call_options* call,
                              braid_work** work) {
-  return braid::One(group, buffer, stream, work,
-                    [&](braid::Communicator& comm, auto& t) { return comm.Broadcast(t, root); });
+  return braid::One(group, buffer, call, work,
+                    [&](braid::Communicator& comm, auto& t, auto& c) { return comm.Broadcast(t, root, c); });
 }
 
 braid_status braid_reduce(braid_group* group, const braid_buffer* in, const braid_buffer* out, braid_op op, int root,
-                          void* stream, braid_work** work) {
+                          const braid_call_options* call, braid_work** work) {
   BRAID_CAPI_ASSIGN(reduce_op, braid::ToOp(op));
-  return braid::InOut(group, in, out, stream, work, [&](braid::Communicator& comm, auto& i, auto& o) {
-    return comm.Reduce(i, o, reduce_op, root);
+  return braid::InOut(group, in, out, call, work, [&](braid::Communicator& comm, auto& i, auto& o, auto& c) {
+    return comm.Reduce(i, o, reduce_op, root, c);
   });
 }
 
-braid_status braid_all_gather(braid_group* group, const braid_buffer* in, const braid_buffer* out, void* stream,
-                              braid_work** work) {
-  return braid::InOut(group, in, out, stream, work,
-                      [&](braid::Communicator& comm, auto& i, auto& o) { return comm.AllGather(i, o); });
+braid_status braid_all_gather(braid_group* group, const braid_buffer* in, const braid_buffer* out,
+                              const braid_call_options* call, braid_work** work) {
+  return braid::InOut(group, in, out, call, work,
+                      [&](braid::Communicator& comm, auto& i, auto& o, auto& c) { return comm.AllGather(i, o, c); });
 }
 
 braid_status braid_reduce_scatter(braid_group* group, const braid_buffer* in, const braid_buffer* out, braid_op op,
-                                  void* stream, braid_work** work) {
+                                  const braid_call_options* call, braid_work** work) {
   BRAID_CAPI_ASSIGN(reduce_op, braid::ToOp(op));
-  return braid::InOut(group, in, out, stream, work, [&](braid::Communicator& comm, auto& i, auto& o) {
-    return comm.ReduceScatter(i, o, reduce_op);
+  return braid::InOut(group, in, out, call, work, [&](braid::Communicator& comm, auto& i, auto& o, auto& c) {
+    return comm.ReduceScatter(i, o, reduce_op, c);
   });
 }
 
-braid_status braid_all_to_all(braid_group* group, const braid_buffer* in, const braid_buffer* out, void* stream,
-                              braid_work** work) {
-  return braid::InOut(group, in, out, stream, work,
-                      [&](braid::Communicator& comm, auto& i, auto& o) { return comm.AllToAll(i, o); });
+braid_status braid_all_to_all(braid_group* group, const braid_buffer* in, const braid_buffer* out,
+                              const braid_call_options* call, braid_work** work) {
+  return braid::InOut(group, in, out, call, work,
+                      [&](braid::Communicator& comm, auto& i, auto& o, auto& c) { return comm.AllToAll(i, o, c); });
 }
 
-braid_status braid_barrier(braid_group* group, braid_work** work) {
+braid_status braid_barrier(braid_group* group, const braid_call_options* call, braid_work** work) {
   if (group == nullptr) return Invalid("the group is NULL");
-  return braid::Issue(group->comm().Barrier(), work);
+  BRAID_CAPI_ASSIGN(options, braid::ToCallOptions(call));
+  return braid::Issue(group->comm().Barrier(options), work);
 }
 
-braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer, void* stream, braid_work** work) {
-  return braid::One(group, buffer, stream, work,
-                    [&](braid::Communicator& comm, auto& t) { return comm.Send(t, peer); });
+braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer, const braid_call_options* call,
+                        braid_work** work) {
+  return braid::One(group, buffer, call, work,
+                    [&](braid::Communicator& comm, auto& t, auto& c) { return comm.Send(t, peer, c); });
 }
 
-braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer, void* stream, braid_work** work) {
-  return braid::One(group, buffer, stream, work,
-                    [&](braid::Communicator& comm, auto& t) { return comm.Recv(t, peer); });
+braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer, const braid_call_options* call,
+                        braid_work** work) {
+  return braid::One(group, buffer, call, work,
+                    [&](braid::Communicator& comm, auto& t, auto& c) { return comm.Recv(t, peer, c); });
 }
 
 braid_status braid_work_test(braid_work* work, int* done) {

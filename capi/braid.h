@@ -10,7 +10,7 @@
  *   }
  *   braid_buffer grads = {data, count, BRAID_FLOAT32, {BRAID_CPU, 0}};
  *   braid_work* work;
- *   braid_all_reduce(group, &grads, &grads, BRAID_AVG, NULL, &work);
+ *   braid_all_reduce(group, &grads, &grads, BRAID_AVG, NULL, &work);   // NULL: default call options
  *   ... overlap ...
  *   braid_work_wait(work, -1);
  *   braid_work_free(work);
@@ -39,7 +39,7 @@ extern "C" {
 #define BRAID_API __attribute__((visibility("default")))
 
 /* Bumped when a struct or a signature below changes. */
-#define BRAID_ABI_VERSION 1
+#define BRAID_ABI_VERSION 2
 
 typedef enum {
   BRAID_OK = 0,
@@ -102,7 +102,7 @@ typedef struct braid_group braid_group;
 typedef struct braid_work braid_work;
 typedef struct braid_reducer braid_reducer;
 
-/* "0.3.0": braid's version; braid_abi_version() is BRAID_ABI_VERSION of the
+/* "0.4.0": braid's version; braid_abi_version() is BRAID_ABI_VERSION of the
  * library that was loaded (compare it with the header's). */
 BRAID_API const char* braid_version(void);
 BRAID_API int braid_abi_version(void);
@@ -185,39 +185,53 @@ BRAID_API int braid_group_is_member(const braid_group* group);
 BRAID_API void braid_group_abort(braid_group* group, const char* reason);
 
 /* ---- Collectives ----------------------------------------------------------
- * Each takes the group, its buffers, and `stream`: NULL (the only value
- * accepted until braid's stream-ordered CUDA path lands; CUDA buffers are
- * then ordered as braid's host API orders them: synchronously with the
- * device). With `work` NULL the call blocks until the collective is done
- * (bounded by the deadline); otherwise it returns at once with a handle in
+ * Each takes the group, its buffers, and `call`: per-call options, or NULL
+ * for the defaults. With `work` NULL the call blocks until the collective is
+ * done (bounded by the deadline); otherwise it returns with a handle in
  * *work, which the caller waits on and frees. Buffers must stay alive and
  * untouched until then. Out-of-place unless the two buffers are the same. */
 
+typedef struct {
+  /* > 0: this call's deadline in seconds, from when it is issued; <= 0: the group's. */
+  double timeout_sec;
+  /* An algorithm as BRAID_ALGO names it ("ring", "tree", ...); NULL or "auto": the group's choice. */
+  const char* algorithm;
+  /* Device buffers: the stream whose work the call follows. NULL (the only
+   * value accepted today): CUDA buffers are ordered synchronously with the device. */
+  void* stream;
+  /* 1: never run on the caller's thread, whatever the size (torch's
+   * async_op=True: the caller overlaps its own work); 0: small collectives on
+   * an idle group may run inline. */
+  int async;
+} braid_call_options;
+
+BRAID_API void braid_call_options_init(braid_call_options* call);
+
 /* out = op over ranks of in; in.count == out.count. */
 BRAID_API braid_status braid_all_reduce(braid_group* group, const braid_buffer* in, const braid_buffer* out,
-                                        braid_op op, void* stream, braid_work** work);
+                                        braid_op op, const braid_call_options* call, braid_work** work);
 /* Root's buffer to every rank. */
-BRAID_API braid_status braid_broadcast(braid_group* group, const braid_buffer* buffer, int root, void* stream,
-                                       braid_work** work);
+BRAID_API braid_status braid_broadcast(braid_group* group, const braid_buffer* buffer, int root,
+                                       const braid_call_options* call, braid_work** work);
 /* out (on root only; others may pass in) = op over ranks of in. */
 BRAID_API braid_status braid_reduce(braid_group* group, const braid_buffer* in, const braid_buffer* out,
-                                    braid_op op, int root, void* stream, braid_work** work);
+                                    braid_op op, int root, const braid_call_options* call, braid_work** work);
 /* out.count == size * in.count; rank r's in lands at out[r * in.count]. */
 BRAID_API braid_status braid_all_gather(braid_group* group, const braid_buffer* in, const braid_buffer* out,
-                                        void* stream, braid_work** work);
+                                        const braid_call_options* call, braid_work** work);
 /* in.count == size * out.count; out = op over ranks of in[rank * out.count]. */
 BRAID_API braid_status braid_reduce_scatter(braid_group* group, const braid_buffer* in, const braid_buffer* out,
-                                            braid_op op, void* stream, braid_work** work);
+                                            braid_op op, const braid_call_options* call, braid_work** work);
 /* in.count == out.count == size * n: block r of in goes to rank r, and
  * block r of out comes from rank r. */
 BRAID_API braid_status braid_all_to_all(braid_group* group, const braid_buffer* in, const braid_buffer* out,
-                                        void* stream, braid_work** work);
-BRAID_API braid_status braid_barrier(braid_group* group, braid_work** work);
+                                        const braid_call_options* call, braid_work** work);
+BRAID_API braid_status braid_barrier(braid_group* group, const braid_call_options* call, braid_work** work);
 /* Point to point; the peer posts the matching call (same count and dtype). */
-BRAID_API braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer, void* stream,
-                                  braid_work** work);
-BRAID_API braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer, void* stream,
-                                  braid_work** work);
+BRAID_API braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer,
+                                  const braid_call_options* call, braid_work** work);
+BRAID_API braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer,
+                                  const braid_call_options* call, braid_work** work);
 
 /* ---- Work handles --------------------------------------------------------- */
 

@@ -198,8 +198,8 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.split = request.split;
     task.queued = timeline_ ? absl::Now() : absl::Time();
     // A device collective only queues work: inline at any size.
-    task.inline_run = request.may_inline && (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ &&
-                      queue_.empty();
+    task.inline_run = request.may_inline && !call.async &&
+                      (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ && queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
     flight_.Queued(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run);
     if (!task.inline_run) {

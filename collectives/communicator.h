@@ -105,6 +105,9 @@ struct CallOptions {
   Algorithm algorithm = Algorithm::kAuto;
   // Device memory: the stream whose work the collective follows.
   Stream* stream = nullptr;
+  // Never on the caller's thread, whatever its size (torch's async_op: the
+  // caller overlaps its own work with the collective).
+  bool async = false;
 };
 
 class Communicator {

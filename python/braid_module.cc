@@ -443,7 +443,7 @@ PYBIND11_MODULE(_braid, m) {
           "barrier",
           [](Group& g, bool async_op) {
             return g.Run({}, py::none(), async_op, [](braid_group* group, std::vector<Borrowed>&, braid_work** w) {
-              return braid_barrier(group, w);
+              return braid_barrier(group, nullptr, w);
             });
           },
           py::arg("async_op") = false)

@@ -5,7 +5,12 @@
 #
 #   tools/setup.sh            # install (as root, or with sudo) and check
 #   tools/setup.sh --check    # check only
+#
+# Python: a virtualenv of Debian's python3 with tools/requirements.txt (torch
+# from PyPI, pinned there) at ~/.cache/braid/venv-<hash of the requirements>,
+# shared by every checkout, linked as .venv here ($BRAID_VENV names another).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PACKAGES=(
   bazel-bootstrap   # Bazel 4.2.3, runs offline with the stand-ins in third_party/
@@ -19,15 +24,13 @@ PACKAGES=(
   procps            # ps/pkill used by the launcher tests
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
   python3-matplotlib  # tools/plot_bench: the PNG charts in bench/
-  python3-torch     # PyTorch 1.13 (gloo) for /usr/bin/python3: a real DDP script under braidrun
   clang             # clang 14 with libFuzzer: tools/fuzz.sh
   iproute2          # ip netns: the network-partition test
   python3-dev       # Python.h: the braid Python package (python/)
   pybind11-dev      # pybind11 2.10: braid._braid
-  libtorch-dev      # libtorch 1.13 and its c10d headers: the torch.distributed backend braid._torch
   python3-numpy     # NumPy arrays through braid's Python API (tests)
-  python3-pip       # tools/install_python.sh builds a wheel and pip-installs it
-  python3-venv      # ... into a virtualenv that sees Debian's torch (PEP 668)
+  python3-pip       # pip installs braid's Python packages (tools/requirements.txt) ...
+  python3-venv      # ... into a virtualenv (Debian's python refuses pip installs: PEP 668)
   python3-setuptools
   python3-wheel
   slurmctld         # Slurm 22.05's controller ...
@@ -68,8 +71,7 @@ bazel_version=$(dpkg-query -W -f='${Version}' bazel-bootstrap)
   fail "missing /usr/share/bazel/platforms (the @platforms repository bazel-bootstrap ships)"
 gxx_major=$(g++ -dumpversion | cut -d. -f1)
 (( gxx_major >= 12 )) || fail "need g++ 12 or newer for C++20, found $(g++ -dumpversion)"
-for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h python3.11/Python.h pybind11/pybind11.h \
-  torch/csrc/distributed/c10d/ProcessGroup.hpp; do
+for header in absl/status/status.h catch2/catch.hpp openssl/hmac.h python3.11/Python.h pybind11/pybind11.h; do
   [[ -f /usr/include/$header ]] || fail "missing header /usr/include/$header"
 done
 [[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ]] || fail "missing Open MPI headers (libopenmpi-dev)"
@@ -77,12 +79,32 @@ command -v mpirun >/dev/null || fail "mpirun not on PATH (openmpi-bin)"
 for tool in slurmctld slurmd srun munged; do
   command -v "$tool" >/dev/null || fail "$tool not on PATH (slurmctld, slurmd, slurm-client, munge)"
 done
-/usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
-  fail "/usr/bin/python3 cannot import torch.distributed (python3-torch)"
+
+# The virtualenv: torch 2.x and the rest from PyPI. Made once per requirements file.
+requirements=tools/requirements.txt
+if [[ -n ${BRAID_VENV:-} ]]; then
+  venv=$BRAID_VENV
+else
+  key=$( (cat "$requirements"; /usr/bin/python3 --version) | sha256sum | cut -c1-12)
+  venv=${XDG_CACHE_HOME:-$HOME/.cache}/braid/venv-$key
+fi
+if ! "$venv/bin/python" -c "import torch.distributed, numpy, pybind11" 2>/dev/null; then
+  [[ "${1:-}" == "--check" ]] && fail "no virtualenv with torch at $venv (run tools/setup.sh without --check)"
+  echo "setup.sh: making the virtualenv $venv (torch from PyPI: a few GB, a few minutes)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv" || fail "python3 -m venv $venv failed (python3-venv)"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip || fail "pip upgrade in $venv failed"
+  "$venv/bin/python" -m pip install --quiet -r "$requirements" || fail "pip install -r $requirements failed (PyPI)"
+fi
+if [[ -z ${BRAID_VENV:-} && "$(readlink .venv 2>/dev/null)" != "$venv" ]]; then
+  [[ -e .venv && ! -L .venv ]] && fail ".venv exists and is not setup.sh's link: move it away or set BRAID_VENV"
+  ln -sfn "$venv" .venv
+fi
+torch_version=$("$venv/bin/python" -c "import torch; print(torch.__version__)" 2>/dev/null)
 
 # CUDA is optional: only --config=cuda needs it.
 if [[ -x /usr/local/cuda/bin/nvcc && -f /usr/local/cuda/include/nccl.h ]]; then
-  echo "setup.sh: ok (CUDA $(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') found: --config=cuda available)"
+  echo "setup.sh: ok (torch $torch_version; CUDA $(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') found: --config=cuda available)"
 else
-  echo "setup.sh: ok (no CUDA/NCCL in /usr/local/cuda: --config=cuda unavailable, everything else works)"
+  echo "setup.sh: ok (torch $torch_version; no CUDA/NCCL in /usr/local/cuda: --config=cuda unavailable, everything else works)"
 fi

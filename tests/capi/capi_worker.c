@@ -131,9 +131,24 @@ int main(void) {
     for (int i = 0; i < N; ++i) expect(out[i] == (float)(prev * 7 + i), "send/recv", i, out[i], prev * 7 + i);
   }
 
-  CHECK_OK(braid_barrier(group, NULL));
+  CHECK_OK(braid_barrier(group, NULL, NULL));
 
-  /* Errors: a bad dtype and a CUDA stream are refused with a code and a message, and the group goes on. */
+  /* Call options: an async call with its own deadline and algorithm runs like any other. */
+  braid_call_options call;
+  braid_call_options_init(&call);
+  call.timeout_sec = 30;
+  call.algorithm = "ring";
+  call.async = 1;
+  for (int i = 0; i < N; ++i) in[i] = (float)(rank + 1);
+  b = f32(in, N);
+  CHECK_OK(braid_all_reduce(group, &b, &b, BRAID_SUM, &call, &work));
+  CHECK_OK(braid_work_wait(work, -1));
+  braid_work_free(work);
+  for (int i = 0; i < N; ++i) {
+    expect(in[i] == (float)(size * (size + 1) / 2), "async all-reduce", i, in[i], size * (size + 1) / 2);
+  }
+
+  /* Errors: a bad dtype, an unknown algorithm and a CUDA stream are refused with a code and a message, and the group goes on. */
   braid_buffer bad = f32(in, N);
   bad.dtype = (braid_dtype)42;
   if (braid_all_reduce(group, &bad, &bad, BRAID_SUM, NULL, NULL) != BRAID_INVALID_ARGUMENT ||
@@ -142,7 +157,16 @@ int main(void) {
     return 1;
   }
   b = f32(in, N);
-  if (braid_all_reduce(group, &b, &b, BRAID_SUM, (void*)1, NULL) != BRAID_UNIMPLEMENTED ||
+  braid_call_options_init(&call);
+  call.algorithm = "no-such-algorithm";
+  if (braid_all_reduce(group, &b, &b, BRAID_SUM, &call, NULL) != BRAID_INVALID_ARGUMENT ||
+      strstr(braid_last_error(), "no-such-algorithm") == NULL) {
+    fprintf(stderr, "rank %d: an unknown algorithm gave \"%s\"\n", rank, braid_last_error());
+    return 1;
+  }
+  braid_call_options_init(&call);
+  call.stream = (void*)1;
+  if (braid_all_reduce(group, &b, &b, BRAID_SUM, &call, NULL) != BRAID_UNIMPLEMENTED ||
       strstr(braid_last_error(), "stream") == NULL) {
     fprintf(stderr, "rank %d: a stream gave \"%s\"\n", rank, braid_last_error());
     return 1;

@@ -5,9 +5,9 @@
 # Inputs are small integers in every dtype, varying with rank and element, so
 # sums, products, minima and maxima are exact in float32, float64 and int64
 # alike and the results must be equal, not close (AVG, a division, is
-# compared within a few ulps). Collectives gloo lacks in torch 1.13
-# (reduce_scatter, all_gather_into_tensor, the list all_to_all, AVG) are
-# checked against what gloo's own primitives give.
+# compared within a few ulps). Where gloo lacks a collective or an op (the
+# list all_to_all, AVG, PREMUL_SUM, bool reductions), braid is checked
+# against what gloo's own primitives give.
 #
 # Prints "torch collectives ok: rank R of W" at the end; any mismatch raises.
 import gc
@@ -26,11 +26,11 @@ import braid.torch
 
 DTYPES = [torch.float32, torch.float64, torch.int64]
 OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
-OP_NAMES = ["SUM", "PRODUCT", "MIN", "MAX"]  # torch 1.13's ReduceOp prints as an object
+OP_NAMES = ["SUM", "PRODUCT", "MIN", "MAX"]
 # One below braid's inline threshold, one well above (queued on its progress thread).
 SIZES = [7, 50_003]
 
-# torch 1.13 warns that all_reduce_coalesced and _reduce_scatter_base are on their way out.
+# torch warns that all_reduce_coalesced and friends are on their way out.
 warnings.filterwarnings("ignore", category=UserWarning, module="torch.distributed")
 
 rank = world = None
@@ -93,6 +93,32 @@ def test_all_reduce():
         dist.all_reduce(want, group=gloo)
         want /= world
         check(torch.allclose(mine, want, rtol=1e-6, atol=1e-6), f"all_reduce AVG {dtype}")
+    # The narrower dtypes torch users reduce: exact small integers in each.
+    for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32):
+        for op, name in zip(OPS, OP_NAMES):
+            if dtype == torch.uint8 and op != dist.ReduceOp.PRODUCT:
+                mine, want = values(301, torch.int64) + 4, values(301, torch.int64) + 4
+            else:
+                mine, want = inputs_for(op, 301, torch.int64), inputs_for(op, 301, torch.int64)
+            mine = mine.to(dtype)
+            dist.all_reduce(mine, op=op)
+            dist.all_reduce(want, op=op, group=gloo)
+            check_equal(mine, want.to(dtype), f"all_reduce {name} {dtype}")
+    # PREMUL_SUM: each rank's input times the factor, summed.
+    mine = values(1000, torch.float64)
+    dist.all_reduce(mine, op=dist._make_nccl_premul_sum(2.5))
+    want = values(1000, torch.float64) * 2.5
+    dist.all_reduce(want, group=gloo)
+    check(torch.allclose(mine, want), "all_reduce PREMUL_SUM 2.5")
+    # bool: SUM and MAX are a logical or, PRODUCT and MIN a logical and.
+    flags = torch.arange(12) % (rank + 2) == 0
+    for op, combine in ((dist.ReduceOp.SUM, torch.any), (dist.ReduceOp.MAX, torch.any),
+                        (dist.ReduceOp.BOR, torch.any), (dist.ReduceOp.PRODUCT, torch.all),
+                        (dist.ReduceOp.MIN, torch.all), (dist.ReduceOp.BAND, torch.all)):
+        mine = flags.clone()
+        dist.all_reduce(mine, op=op)
+        every = torch.stack([torch.arange(12) % (r + 2) == 0 for r in range(world)])
+        check_equal(mine, combine(every, dim=0), f"all_reduce bool {op}")
 
 
 def test_all_reduce_coalesced():
@@ -158,9 +184,53 @@ def test_all_gather():
         check_equal(out[r], want, f"all_gather complex64 block {r}")
 
 
+def test_gather_scatter():
+    for dtype in DTYPES:
+        for root in range(world):
+            for n in SIZES:
+                outs = [torch.zeros(n, dtype=dtype) for _ in range(world)] if rank == root else None
+                dist.gather(values(n, dtype), outs, dst=root)
+                if rank == root:
+                    for r in range(world):
+                        check_equal(outs[r], values(n, dtype, r=r), f"gather {dtype} root={root} n={n} block {r}")
+                out = torch.zeros(n, dtype=dtype)
+                ins = [values(n, dtype, salt=r, r=root) for r in range(world)] if rank == root else None
+                dist.scatter(out, ins, src=root)
+                check_equal(out, values(n, dtype, salt=rank, r=root), f"scatter {dtype} root={root} n={n}")
+
+
+def test_coalesced_gathers():
+    # all_gather_into_tensor and reduce_scatter_tensor of several tensors in
+    # one coalescing manager: one braid collective each.
+    for dtype in DTYPES:
+        ins = [values(n, dtype, salt=n) for n in (3, 1000)]
+        outs = [torch.zeros(world * t.numel(), dtype=dtype) for t in ins]
+        with dist._coalescing_manager(device=torch.device("cpu")):
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i)
+        for o, i in zip(outs, ins):
+            want = torch.cat([values(i.numel(), dtype, salt=i.numel(), r=r) for r in range(world)])
+            check_equal(o, want, f"coalesced all_gather_into_tensor {dtype} n={i.numel()}")
+        fulls = [values(world * n, dtype, salt=n) for n in (5, 700)]
+        outs = [torch.zeros(f.numel() // world, dtype=dtype) for f in fulls]
+        with dist._coalescing_manager(device=torch.device("cpu")):
+            for o, f in zip(outs, fulls):
+                dist.reduce_scatter_tensor(o, f)
+        for o, f in zip(outs, fulls):
+            ref = f.clone()
+            dist.all_reduce(ref, group=gloo)
+            n = o.numel()
+            check_equal(o, ref[rank * n:(rank + 1) * n], f"coalesced reduce_scatter_tensor {dtype} n={n}")
+        # The deprecated list form.
+        outs = [[torch.zeros_like(i) for _ in range(world)] for i in ins]
+        dist.all_gather_coalesced(outs, ins)
+        for lst, i in zip(outs, ins):
+            for r in range(world):
+                check_equal(lst[r], values(i.numel(), dtype, salt=i.numel(), r=r), f"all_gather_coalesced {dtype}")
+
+
 def test_reduce_scatter():
-    # gloo has no reduce_scatter in torch 1.13: the reference is gloo's all_reduce
-    # of the whole input, this rank's block of it.
+    # The reference is gloo's all_reduce of the whole input, this rank's block of it.
     for dtype in DTYPES:
         for op, name in zip(OPS, OP_NAMES):
             n = 1003
@@ -192,6 +262,18 @@ def test_all_to_all():
             outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
             dist.all_to_all(outs, list(inp.split(n)))
             check_equal(torch.cat(outs), ref, f"all_to_all list {dtype} n={n}")
+        # Uneven splits: rank r sends (r + p + 1) rows of 3 to rank p.
+        send = [rank + p + 1 for p in range(world)]
+        recv = [p + rank + 1 for p in range(world)]
+        inp = values(sum(send) * 3, dtype).view(-1, 3)
+        mine = torch.zeros(sum(recv), 3, dtype=dtype)
+        ref = torch.zeros_like(mine)
+        dist.all_to_all_single(mine, inp, recv, send)
+        dist.all_to_all_single(ref, inp, recv, send, group=gloo)
+        check_equal(mine, ref, f"all_to_all_single uneven {dtype}")
+        outs = [torch.zeros(c, 3, dtype=dtype) for c in recv]
+        dist.all_to_all(outs, list(inp.split(send)))
+        check_equal(torch.cat(outs), ref, f"all_to_all list uneven {dtype}")
 
 
 def test_send_recv():
@@ -208,6 +290,20 @@ def test_send_recv():
             req.wait()
         check_equal(got, ref, f"send/recv {dtype}")
         check_equal(got, values(777, dtype, r=prv), f"send/recv {dtype}: the previous rank's values")
+    # Tags are accepted; messages between two ranks match in issue order.
+    if rank < 2:
+        peer = 1 - rank
+        a, b = torch.zeros(5), torch.zeros(6)
+        if rank == 0:
+            dist.send(torch.full((5,), 1.0), peer, tag=7)
+            dist.send(torch.full((6,), 2.0), peer, tag=8)
+        else:
+            work = dist.irecv(a, peer, tag=7)
+            dist.recv(b, peer, tag=8)
+            work.wait()
+            check(work._source_rank() == 0 if hasattr(work, "_source_rank") else True, "recv source rank")
+            check_equal(a, torch.full((5,), 1.0), "tagged send/recv 7")
+            check_equal(b, torch.full((6,), 2.0), "tagged send/recv 8")
 
 
 def test_barrier():
@@ -225,6 +321,21 @@ def test_barrier():
               f"barrier: rank {r} left at {stamps[2 * r + 1].item()}, before rank 0 arrived at {rank0_arrived}")
 
 
+def test_monitored_barrier():
+    dist.monitored_barrier(timeout=timedelta(seconds=30))
+    # The last rank arrives 2 s late for a 1 s barrier: rank 0 names it.
+    late = world - 1
+    if rank == late:
+        time.sleep(2)
+    try:
+        dist.monitored_barrier(timeout=timedelta(seconds=1), wait_all_ranks=True)
+    except RuntimeError as e:
+        check(f"rank {late} failed to pass monitoredBarrier" in str(e), f"monitored_barrier: {e}")
+    else:
+        check(False, "monitored_barrier passed with a rank 2 s late for 1 s")
+    dist.barrier()
+
+
 def expect_error(what, fn, needle):
     try:
         fn()
@@ -238,22 +349,20 @@ def test_refusals():
     # Refused where they are issued, on every rank alike, before any traffic:
     # the group stays usable.
     t = torch.ones(world * 2)
-    expect_error("uneven all_to_all splits",
-                 lambda: dist.all_to_all_single(torch.zeros(world * 2), t, [1] * (world - 1) + [world + 1],
-                                                [2] * world), "split sizes")
-    expect_error("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist.ReduceOp.BAND),
-                 "not supported")
-    expect_error("bool all_reduce", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), "dtype Bool")
+    expect_error("split sizes that do not add up",
+                 lambda: dist.all_to_all_single(torch.zeros(world * 2), t, [2] * world, [1] * world),
+                 "split sizes add up to")
+    expect_error("BAND on int64", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist.ReduceOp.BAND),
+                 "bitwise")
+    expect_error("int16 all_reduce", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), "cannot be reduced")
     expect_error("non-contiguous output", lambda: dist.all_reduce(torch.ones(4, 4).t()), "contiguous")
-    # torch's Python checks dtypes first; the process group's own method does not.
-    pg = dist.distributed_c10d._get_default_group()
+    # torch's Python checks dtypes first; the backend's own method does not.
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
     expect_error("an output of another dtype",
-                 lambda: pg.allgather([[torch.zeros(3, dtype=torch.float64) for _ in range(world)]], [torch.ones(3)]),
+                 lambda: backend.allgather([[torch.zeros(3, dtype=torch.float64) for _ in range(world)]],
+                                           [torch.ones(3)]),
                  "the input Float")
-    expect_error("a tag", lambda: dist.send(torch.ones(2), (rank + 1) % world, tag=3), "tag 3")
-    expect_error("the list all_to_all with uneven blocks",
-                 lambda: dist.all_to_all([torch.zeros(r + 1) for r in range(world)],
-                                         [torch.ones(r + 1) for r in range(world)]), "one size")
+    expect_error("recv from any source", lambda: dist.recv(torch.zeros(2)), "any source")
     t = torch.ones(3)
     dist.all_reduce(t)
     check_equal(t, torch.full((3,), float(world)), "all_reduce after the refusals")
@@ -286,7 +395,8 @@ def test_subgroup():
     members = list(range(1, world))
     sub = dist.new_group(ranks=members, backend="braid")
     if rank in members:
-        check(isinstance(sub, braid.torch.ProcessGroup), f"subgroup is {type(sub)}")
+        backend = sub._get_backend(torch.device("cpu"))
+        check(isinstance(backend, braid.torch.Backend), f"subgroup's backend is {type(backend)}")
         for n in SIZES:
             t = torch.full((n,), float(rank))
             dist.all_reduce(t, group=sub)
@@ -343,12 +453,12 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     check(world == int(os.environ["WORLD_SIZE"]) and world >= 2, f"world size {world}")
     check(dist.get_backend() == "braid", f"backend {dist.get_backend()}")
-    pg = dist.distributed_c10d._get_default_group()
-    check(isinstance(pg, braid.torch.ProcessGroup) and isinstance(pg, dist.ProcessGroup),
-          f"default group is {type(pg)}")
+    pg = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    check(isinstance(pg, braid.torch.Backend), f"default group's CPU backend is {type(pg)}")
     gloo = dist.new_group(backend="gloo")
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
-                 test_reduce_scatter, test_all_to_all, test_send_recv, test_barrier, test_refusals,
+                 test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
+                 test_barrier, test_monitored_barrier, test_refusals,
                  test_work_wait_timeout, test_subgroup, test_destroy_with_pending) + \
             ((test_one_runtime,) if plain else ()):
         test()

@@ -59,7 +59,7 @@ def main():
         ddp.register_comm_hook(braid.init(), braid.torch.allreduce_hook)
     elif args.mode == "hook-pg":
         braid_pg = dist.new_group(backend="braid")
-        assert isinstance(braid_pg, braid.torch.ProcessGroup), type(braid_pg)
+        assert isinstance(braid_pg._get_backend(torch.device("cpu")), braid.torch.Backend), type(braid_pg)
         ddp.register_comm_hook(braid_pg, braid.torch.allreduce_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     loss_fn = torch.nn.CrossEntropyLoss()

@@ -5,6 +5,7 @@
 # checks its ranks agree; rank 0's final parameters must equal gloo's within
 # 1e-4 (torch_ddp_compare.py).
 set -uo pipefail
+source tests/python/python_env.sh
 run=tests/python/run_python.sh
 braidrun=launcher/braidrun
 dir=${TEST_TMPDIR:-$(mktemp -d)}
@@ -22,7 +23,7 @@ for nproc in 2 3; do
     fi
     grep "torch ddp ok: rank 0" <<<"$out"
     if [[ $mode != gloo ]]; then
-      if ! /usr/bin/python3 tests/python/torch_ddp_compare.py "$dir/params-$nproc-gloo.pt" "$params" 1e-4; then
+      if ! "$python" tests/python/torch_ddp_compare.py "$dir/params-$nproc-gloo.pt" "$params" 1e-4; then
         echo "FAIL: $mode, $nproc ranks: parameters differ from gloo's"; failed=1
       fi
     fi

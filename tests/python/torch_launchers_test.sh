@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The "braid" backend without braidrun. Under torchrun (Debian's, torch 1.13)
+# The "braid" backend without braidrun. Under torchrun (the virtualenv's torch)
 # at 2 ranks: the collectives against gloo (without the plain braid.init(),
 # which needs braid's own store), and DDP with backend braid against gloo.
 # Then with no launcher: torch.multiprocessing.spawn at 3 ranks, file:// init.
 set -uo pipefail
+source tests/python/python_env.sh
 run=tests/python/run_python.sh
 torchrun=tests/python/torch_torchrun.sh  # torchrun behind braidrun's flags
 dir=$TEST_TMPDIR
 failed=0
 if [[ ${BRAID_SANITIZER:-} == tsan ]]; then
-  # Not ours to fix: Debian's torchrun dies of SIGSEGV with the TSan runtime
-  # preloaded before it starts a worker, even for a script that only prints.
+  # Not ours to fix: torchrun's own process dies of SIGSEGV with the TSan
+  # runtime preloaded before it starts a worker, even for a script that only prints.
   echo "skipped under TSan: torchrun (it segfaults with libtsan preloaded)"
 else
   out=$($run $torchrun 2 tests/python/torch_collectives.py --no-plain 2>&1)
@@ -34,17 +35,13 @@ else
     fi
   done
   if [[ $failed -eq 0 ]] &&
-     ! /usr/bin/python3 tests/python/torch_ddp_compare.py "$dir/torchrun-gloo.pt" "$dir/torchrun-braid.pt" 1e-4; then
+     ! "$python" tests/python/torch_ddp_compare.py "$dir/torchrun-gloo.pt" "$dir/torchrun-braid.pt" 1e-4; then
     echo "FAIL: DDP under torchrun: braid's parameters differ from gloo's"; failed=1
   fi
 fi
 # No launcher: the package assembled here, as dead_peer_test.sh does.
-pkg=$dir/spawn/braid
-mkdir -p "$pkg/torch"
-cp python/braid/*.py capi/libbraid.so python/_braid.so python/_torch.so "$pkg/"
-cp python/braid/torch/*.py "$pkg/torch/"
-out=$(source tests/python/sanitizer_env.sh
-      PYTHONPATH=$dir/spawn PYTHONDONTWRITEBYTECODE=1 timeout 120 /usr/bin/python3 tests/python/torch_spawn.py 3 2>&1)
+tests/python/assemble_package.sh "$dir/spawn"
+out=$(PYTHONPATH=$dir/spawn timeout 120 "$python" tests/python/torch_spawn.py 3 2>&1)
 rc=$?
 ok=$(grep -c "torch spawn ok: rank" <<<"$out")
 if [[ $rc -ne 0 || $ok -ne 3 ]]; then

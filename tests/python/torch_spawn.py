@@ -31,7 +31,7 @@ def worker(rank, world, path):
     out = [torch.zeros(3, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(out, torch.full((3,), rank, dtype=torch.int64))
     assert all(torch.equal(o, torch.full((3,), r, dtype=torch.int64)) for r, o in enumerate(out)), out
-    transport = dist.distributed_c10d._get_default_group().transport
+    transport = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu")).transport
     dist.destroy_process_group()
     print(f"torch spawn ok: rank {rank} of {world} (transport {transport})", flush=True)
 

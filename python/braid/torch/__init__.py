@@ -5,17 +5,17 @@ Importing this module registers the backend, so a DDP script switches with one w
     import braid.torch  # registers "braid"
     dist.init_process_group("braid")
 
-The backend is a C++ extension (braid/_torch.so, a c10d::ProcessGroup of
-torch 1.13) over braid's C API, the same libbraid.so that the plain package
-loads: one braid runtime per process. It meets the other ranks through the
-store torch gives every backend, so it runs under braidrun, torchrun or any
-init_method. CPU tensors; CUDA tensors are handed to braid's staged path
-(untested here). Errors (a dead peer, a mismatch, a deadline) raise
-RuntimeError with braid's message.
+The backend is a C++ extension (braid/_torch.so, a torch 2.x c10d::Backend
+for devices cpu and cuda) over braid's C API, the same libbraid.so that the
+plain package loads. It meets the other ranks through the store torch gives
+every backend, so it runs under braidrun, torchrun or any init_method.
+Errors (a dead peer, a mismatch, a deadline) raise RuntimeError with braid's
+message.
 
-Timeout: init_process_group(timeout=...) sets braid's per-collective
-deadline. Left at torch's default (30 minutes), braid's own knob
-BRAID_TIMEOUT_SEC applies (default 600 s).
+Timeout: init_process_group(timeout=...) and new_group(timeout=...) set
+braid's per-collective deadline; a call's own timeout (Work.wait(timeout),
+c10d's option structs) wins. Left at torch's default (10 minutes for a
+plugin), braid's own knob BRAID_TIMEOUT_SEC applies (default 600 s).
 
 For a job that keeps gloo (or nccl) as its process group but wants the
 gradients reduced by braid, `allreduce_hook` is a DDP communication hook:
@@ -33,31 +33,34 @@ import torch.distributed as dist  # before _torch: registers c10d's ProcessGroup
 import braid
 from braid import _torch
 
-__all__ = ["BACKEND", "allreduce_hook", "create_process_group"]
+__all__ = ["BACKEND", "allreduce_hook", "create_backend"]
 
 BACKEND = "braid"
 
-ProcessGroup = _torch.BraidProcessGroup
+Backend = _torch.BraidBackend
 
 
-def create_process_group(store, rank, world_size, timeout):
-    """The backend creator torch calls (torch 1.13's four-argument form).
+def create_backend(dist_backend_opts, backend_options=None):
+    """The backend creator torch calls (register_backend's extended API).
 
     Collective over the group's ranks: every rank calls it with torch's
-    prefix store, its group rank and size and the group's timeout (a
-    timedelta). Blocks until every rank joined or the deadline.
+    _DistributedBackendOptions (a prefix store of its own, the group rank and
+    size, the timeout). Blocks until every rank joined or the deadline.
     """
+    timeout = dist_backend_opts.timeout
     if timeout is None or timeout == dist.default_pg_timeout:
         seconds = 0.0  # torch's default means "not given": BRAID_TIMEOUT_SEC applies
     else:
         seconds = timeout.total_seconds()
-    return _torch.create_process_group(store, rank, world_size, seconds)
+    return _torch.create_backend(
+        dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size, seconds
+    )
 
 
 def _register():
     # Backend.register_backend refuses a second registration (a reload).
     if BACKEND.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND, create_process_group)
+        dist.Backend.register_backend(BACKEND, create_backend, extended_api=True, devices=["cpu", "cuda"])
 
 
 _register()
@@ -137,7 +140,7 @@ def allreduce_hook(state, bucket):
     a braid failure sets the future's exception, which DDP raises.
     """
     tensor = bucket.buffer()
-    if isinstance(state, ProcessGroup):
+    if isinstance(state, dist.ProcessGroup):
         opts = dist.AllreduceOptions()
         opts.reduceOp = dist.ReduceOp.AVG
         # The backend's own completion thread completes the work's future.

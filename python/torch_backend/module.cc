@@ -1,0 +1,35 @@
+// braid._torch: the Python module of the "braid" torch.distributed backend
+// (braid/torch/__init__.py registers it with torch).
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+
+#include "capi/braid.h"
+#include "python/torch_backend/backend.h"
+
+PYBIND11_MODULE(_torch, m) {
+  using braid_torch::BraidBackend;
+  if (braid_abi_version() != BRAID_ABI_VERSION) {
+    throw pybind11::import_error("braid._torch was built for braid ABI " + std::to_string(BRAID_ABI_VERSION) +
+                                 " but the libbraid.so loaded has ABI " + std::to_string(braid_abi_version()));
+  }
+  m.doc() = "braid's torch.distributed backend (import braid.torch to register it)";
+  // Registers c10d::Backend and c10d::Store with pybind11: the base and the argument types below.
+  pybind11::module_::import("torch.distributed");
+  pybind11::class_<BraidBackend, c10d::Backend, c10::intrusive_ptr<BraidBackend>>(m, "BraidBackend")
+      .def_property_readonly("transport", &BraidBackend::transport,
+                             "What carries this group's CPU buffers: 'shm', 'tcp', 'mpi' or 'nccl'.");
+  m.def(
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size, double timeout_sec) {
+        return BraidBackend::Create(store, rank, world_size, timeout_sec);
+      },
+      pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("world_size"), pybind11::arg("timeout_sec"),
+      pybind11::call_guard<pybind11::gil_scoped_release>(),
+      "Collective: a braid backend over `store` (rendezvous), as rank `rank` of `world_size`.\n"
+      "timeout_sec <= 0: BRAID_TIMEOUT_SEC. Blocks until every rank joined or the deadline; raises\n"
+      "RuntimeError with braid's message on failure.");
+  m.attr("braid_version") = braid_version();
+}

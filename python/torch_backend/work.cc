@@ -1,0 +1,118 @@
+#include "python/torch_backend/work.h"
+
+#include <Python.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "python/torch_backend/errors.h"
+
+namespace braid_torch {
+namespace {
+
+// Python is shutting down: a Future's callbacks and a tensor's release may
+// take the GIL, which a thread outside Python can no longer get (Python ends
+// it with a forced unwind, which aborts the process with "terminate called
+// without an active exception"). What is left is then left alone.
+bool PythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+}  // namespace
+
+BraidWork::BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq)
+    : c10d::Work(rank, type, title),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      seq_(seq) {}
+
+bool BraidWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout.count() <= 0) {  // c10d's kNoTimeout (0) or kUnsetTimeout (-1)
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    Fail("braid " + c10d::opTypeToString(opType_) + ": Work.wait timed out after " + std::to_string(timeout.count()) +
+         " ms (rank " + std::to_string(rank_) + "; the operation goes on until it ends or reaches braid's deadline)");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+int BraidWork::sourceRank() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (source_rank_ < 0) Fail("braid: sourceRank() is known only for a finished recvAnysource");
+  return source_rank_;
+}
+
+std::exception_ptr BraidWork::error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+void BraidWork::Complete(std::exception_ptr error) {
+  try {
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] braid %s: a callback of the Work's Future threw: %s\n", rank_,
+                 c10d::opTypeToString(opType_).c_str(), MessageOf(e).c_str());
+  }
+  finish(error);
+}
+
+void Completion::Finish(Pending& next) {
+  std::exception_ptr error;
+  for (braid_work* work : next.works) {
+    const braid_status status = braid_work_wait(work, -1);
+    // braid_last_error() is per thread: read on the thread that got the status.
+    if (status != BRAID_OK && !error) error = std::make_exception_ptr(std::runtime_error(braid_last_error()));
+    braid_work_free(work);
+  }
+  next.works.clear();
+  for (const auto& covered : next.covers) {
+    if (!error) error = covered->error();
+  }
+  if (PythonFinalizing()) return;  // Run leaves `next` to the process's end
+  if (!error && next.on_success) {
+    try {
+      next.on_success();
+    } catch (const std::exception& e) {
+      error = std::make_exception_ptr(std::runtime_error("braid: copying the result out: " + MessageOf(e)));
+    }
+  }
+  next.keep_alive.clear();
+  next.handle->Complete(error);
+}
+
+void Completion::Run() {
+  for (;;) {
+    Pending next;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stopping || (!queue.empty() && !busy); });
+      if (queue.empty()) break;  // stopping and drained
+      next = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+    }
+    Finish(next);
+    if (PythonFinalizing()) new Pending(std::move(next));  // its destructors may need Python: never run them
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      busy = false;
+    }
+    cv.notify_all();
+  }
+  braid_group_destroy(group);
+}
+
+}  // namespace braid_torch

@@ -1,0 +1,92 @@
+// What the backend returns for each operation (BraidWork), and the one thread
+// per backend that completes them in issue order (Completion).
+//
+// braid runs a group's collectives in the order they were issued, so one
+// thread waiting on them in that order completes each as soon as it can: it
+// waits on braid's handles (each bounded by braid's deadline), runs the
+// copy-outs of the list-shaped collectives, then completes the Work and its
+// Future (which DDP chains on) with the list of output tensors, or fails
+// both with braid's message.
+#ifndef BRAID_PYTHON_TORCH_BACKEND_WORK_H_
+#define BRAID_PYTHON_TORCH_BACKEND_WORK_H_
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "capi/braid.h"
+
+namespace braid_torch {
+
+class BraidWork : public c10d::Work {
+ public:
+  BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq);
+
+  // Blocks until the operation finished (bounded by braid's deadline) or,
+  // with a nonzero timeout, until then (then throws; the operation goes on).
+  // Throws braid's error if it failed.
+  bool wait(std::chrono::milliseconds timeout) override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return seq_; }
+  int sourceRank() const override;
+
+  // The completion thread only: the Future first (as ProcessGroupGloo), so
+  // once wait() returns the Future's value is there too. A Future callback
+  // that throws neither keeps wait() from returning nor ends the thread.
+  void Complete(std::exception_ptr error);
+  void set_source_rank(int rank) { source_rank_ = rank; }
+  // The error it failed with (null while running or after a success).
+  std::exception_ptr error();
+
+ private:
+  const std::vector<at::Tensor> outputs_;
+  const c10::intrusive_ptr<c10::ivalue::Future> future_;
+  const uint64_t seq_;
+  int source_rank_ = -1;
+};
+
+// One issued operation awaiting completion: zero or more braid handles
+// (several for the schedules the backend composes of point-to-point calls).
+struct Pending {
+  std::vector<braid_work*> works;
+  c10::intrusive_ptr<BraidWork> handle;
+  // Copy-outs from temporaries into the caller's tensors, after success.
+  std::function<void()> on_success;
+  // Every tensor braid reads or writes, alive until it is done.
+  std::vector<at::Tensor> keep_alive;
+  // Operations this one stands for (endCoalescing): it fails if any did.
+  std::vector<c10::intrusive_ptr<BraidWork>> covers;
+};
+
+// The state the completion thread shares with its backend. The thread owns
+// the braid group once started and destroys it after draining, so a backend
+// destroyed from a Future callback on that very thread can leave without
+// joining itself.
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Pending> queue;  // guarded by mu, issue order
+  bool stopping = false;      // guarded by mu
+  // An operation is being finished (by the thread, or inline by its
+  // issuer): one at a time, so Futures complete in issue order. Guarded by mu.
+  bool busy = false;
+  braid_group* group = nullptr;
+
+  // Waits for `next`'s handles, copies its results out, completes it.
+  static void Finish(Pending& next);
+  // The thread's loop: until stopping and drained; then destroys the group.
+  void Run();
+};
+
+}  // namespace braid_torch
+
+#endif  // BRAID_PYTHON_TORCH_BACKEND_WORK_H_
