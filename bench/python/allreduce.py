@@ -1,7 +1,7 @@
 """all_reduce on torch tensors from Python: braid (plain API and the
 torch.distributed backend) against gloo, in one job, rounds interleaved.
 
-    braidrun --standalone --nproc-per-node=2 /usr/bin/python3 bench/python/allreduce.py
+    braidrun --standalone --nproc-per-node=2 .venv/bin/python bench/python/allreduce.py
 
 Rank 0 prints a markdown table: time per call (median of the rounds' means)
 and bus bandwidth (2 (n-1)/n * bytes / time, as nccl-tests), and the ratios
@@ -18,7 +18,7 @@ import braid
 import braid.torch  # noqa: F401  (registers the "braid" backend)
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--sizes", default="8,1M,64M")
+parser.add_argument("--sizes", default="8,64K,1M,64M")
 parser.add_argument("--rounds", type=int, default=5)
 parser.add_argument("--seconds", type=float, default=0.4, help="per round and size, roughly")
 args = parser.parse_args()

@@ -2,7 +2,7 @@
 in one job (two process groups, rounds interleaved), for two models: the
 tutorial model Linear(1000,512)-ReLU-Linear(512,10) and a ~29M-parameter MLP.
 
-    braidrun --standalone --nproc-per-node=2 /usr/bin/python3 bench/python/ddp_step.py
+    braidrun --standalone --nproc-per-node=2 .venv/bin/python bench/python/ddp_step.py
 
 Rank 0 prints a markdown table: ms per step synced and under no_sync, and
 their ratio (what synchronisation costs), per backend.

@@ -94,8 +94,8 @@ void BraidBackend::shutdown() {
     completion_->stopping = true;
   }
   completion_->cv.notify_all();
-  if (std::this_thread::get_id() == thread_.get_id()) {
-    thread_.detach();  // from a callback on the thread itself: it finishes on its own
+  if (Completion::OnCompletionThread()) {
+    thread_.detach();  // from a callback on a completion thread: the waiter finishes on its own
   } else if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release no_gil;
     thread_.join();
@@ -182,7 +182,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
     // braid ran it inline (a small blocking collective on an idle group) and
     // nothing earlier is unfinished: finish it here, without waking the
     // thread (two thread switches were most of an 8-byte all-reduce's time).
-    inline_finish = completion_->queue.empty() && !completion_->busy;
+    inline_finish = completion_->Idle();
     for (braid_work* work : pending.works) {
       int done = 0;
       inline_finish = inline_finish && braid_work_test(work, &done) == BRAID_OK && done != 0;
@@ -194,9 +194,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
     }
   }
   if (inline_finish) {
-    Completion::Finish(pending);
-    std::lock_guard<std::mutex> lock(completion_->mu);
-    completion_->busy = false;
+    // Its callbacks run here, after `busy` is released: one that issues and
+    // waits for another operation must not hold the waiter back.
+    std::exception_ptr error = Completion::Await(pending);
+    {
+      std::lock_guard<std::mutex> lock(completion_->mu);
+      completion_->busy = false;
+    }
+    completion_->cv.notify_all();
+    Completion::Complete(pending, error);
+    return pending.handle;
   }
   completion_->cv.notify_all();
   return pending.handle;

@@ -69,7 +69,14 @@ void BraidWork::Complete(std::exception_ptr error) {
   finish(error);
 }
 
-void Completion::Finish(Pending& next) {
+namespace {
+thread_local bool on_completion_thread = false;
+constexpr size_t kMaxCallbackThreads = 64;
+}  // namespace
+
+bool Completion::OnCompletionThread() { return on_completion_thread; }
+
+std::exception_ptr Completion::Await(Pending& next) {
   std::exception_ptr error;
   for (braid_work* work : next.works) {
     const braid_status status = braid_work_wait(work, -1);
@@ -78,10 +85,7 @@ void Completion::Finish(Pending& next) {
     braid_work_free(work);
   }
   next.works.clear();
-  for (const auto& covered : next.covers) {
-    if (!error) error = covered->error();
-  }
-  if (PythonFinalizing()) return;  // Run leaves `next` to the process's end
+  if (PythonFinalizing()) return error;  // the caller leaves `next` to the process's end
   if (!error && next.on_success) {
     try {
       next.on_success();
@@ -90,10 +94,54 @@ void Completion::Finish(Pending& next) {
     }
   }
   next.keep_alive.clear();
-  next.handle->Complete(error);
+  return error;
+}
+
+// The operations `covers` stands for were posted earlier, so their outcome is
+// known when this runs on the callback thread after them.
+static std::exception_ptr WithCovered(std::exception_ptr error, const std::vector<c10::intrusive_ptr<BraidWork>>& covers) {
+  for (const auto& covered : covers) {
+    if (!error) error = covered->error();
+  }
+  return error;
+}
+
+void Completion::Complete(Pending& next, std::exception_ptr error) {
+  if (!PythonFinalizing()) next.handle->Complete(WithCovered(error, next.covers));
+}
+
+void Completion::Post(std::function<void()> completion) {
+  ready.push_back(std::move(completion));
+  if (idle_callback_threads == 0 && callback_threads.size() < kMaxCallbackThreads) {
+    callback_threads.emplace_back([this] { CallbackLoop(); });
+  }
+  ready_cv.notify_one();
+}
+
+void Completion::CallbackLoop() {
+  on_completion_thread = true;
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    ++idle_callback_threads;
+    ready_cv.wait(lock, [&] { return !ready.empty() || callbacks_stopping; });
+    --idle_callback_threads;
+    if (ready.empty()) break;  // stopping and drained
+    std::function<void()> completion = std::move(ready.front());
+    ready.pop_front();
+    lock.unlock();
+    if (PythonFinalizing()) {
+      new std::function<void()>(std::move(completion));  // its destructors may need Python: never run them
+    } else {
+      completion();
+      completion = nullptr;  // the Work's last references go here, not under the lock
+    }
+    lock.lock();
+    cv.notify_all();  // an issuer or the waiter may wait for Idle()
+  }
 }
 
 void Completion::Run() {
+  on_completion_thread = true;
   for (;;) {
     Pending next;
     {
@@ -104,14 +152,25 @@ void Completion::Run() {
       queue.pop_front();
       busy = true;
     }
-    Finish(next);
-    if (PythonFinalizing()) new Pending(std::move(next));  // its destructors may need Python: never run them
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      busy = false;
+    std::exception_ptr error = Await(next);
+    std::lock_guard<std::mutex> lock(mu);
+    busy = false;
+    if (PythonFinalizing()) {
+      new Pending(std::move(next));  // its destructors may need Python: never run them
+    } else {
+      Post([handle = std::move(next.handle), error, covers = std::move(next.covers)] {
+        handle->Complete(WithCovered(error, covers));
+      });
     }
-    cv.notify_all();
   }
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    callbacks_stopping = true;
+    threads.swap(callback_threads);
+  }
+  ready_cv.notify_all();
+  for (std::thread& t : threads) t.join();
   braid_group_destroy(group);
 }
 

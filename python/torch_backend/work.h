@@ -20,6 +20,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "capi/braid.h"
@@ -67,24 +68,52 @@ struct Pending {
   std::vector<c10::intrusive_ptr<BraidWork>> covers;
 };
 
-// The state the completion thread shares with its backend. The thread owns
-// the braid group once started and destroys it after draining, so a backend
-// destroyed from a Future callback on that very thread can leave without
-// joining itself.
+// The state the completion threads share with their backend.
+//
+// The waiter thread waits on braid's handles in issue order and copies the
+// results out; completing a Work (its Future's callbacks, which are torch's
+// and the user's code) runs on callback threads. A callback may wait for a
+// later operation (PowerSGD's hook waits on an all-reduce it issues), whose
+// completion must then come from another thread: one callback thread runs
+// completions in order, and another starts when every one is blocked.
+//
+// The waiter owns the braid group once started and destroys it after
+// draining, so a backend destroyed from a callback can leave without joining
+// the thread it runs on.
 struct Completion {
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv;        // the waiter's
+  std::condition_variable ready_cv;  // the callback threads'
   std::deque<Pending> queue;  // guarded by mu, issue order
   bool stopping = false;      // guarded by mu
-  // An operation is being finished (by the thread, or inline by its
-  // issuer): one at a time, so Futures complete in issue order. Guarded by mu.
+  // An operation is being waited for (by the waiter, or inline by its
+  // issuer): one at a time, so results arrive in issue order. Guarded by mu.
   bool busy = false;
+  // Completions to run, in order, and the callback threads. Guarded by mu.
+  std::deque<std::function<void()>> ready;
+  std::vector<std::thread> callback_threads;
+  int idle_callback_threads = 0;
+  bool callbacks_stopping = false;
   braid_group* group = nullptr;
 
-  // Waits for `next`'s handles, copies its results out, completes it.
-  static void Finish(Pending& next);
-  // The thread's loop: until stopping and drained; then destroys the group.
+  // Nothing issued is unfinished or uncompleted: an issuer may finish its
+  // own operation inline without overtaking an earlier one. mu held.
+  bool Idle() const {
+    return queue.empty() && !busy && ready.empty() &&
+           idle_callback_threads == static_cast<int>(callback_threads.size());
+  }
+  // Waits for `next`'s handles and copies its results out: its error, or null.
+  static std::exception_ptr Await(Pending& next);
+  // Completes `next`'s Work on this thread (an issuer's inline finish).
+  static void Complete(Pending& next, std::exception_ptr error);
+  // Queues a completion for the callback threads, starting one if none is free. mu held.
+  void Post(std::function<void()> completion);
+  // The waiter's loop: until stopping and drained; then stops the callback
+  // threads and destroys the group.
   void Run();
+  void CallbackLoop();
+  // Whether the calling thread is one of some backend's completion threads.
+  static bool OnCompletionThread();
 };
 
 }  // namespace braid_torch
