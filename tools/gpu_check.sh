@@ -126,7 +126,17 @@ step bench_staged_auto 60 env CUDA_VISIBLE_DEVICES=0 "$bin/braidrun" --standalon
 # braid's own programs over NCCL point to point at world size 1 (a copy), beside native.
 step bench_nccl_programs 90 "$bin/braidrun" --standalone --nproc-per-node=1 \
   "$bin/braid_bench" -t nccl -a ring,tree,rhd,native -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
+# The torch backend: built there against that torch, then CUDA tensors through
+# init_process_group("braid") at 1 and 2 processes on GPU 0.
+site=$(mktemp -d)
+step torch_backend_build 240 env BRAID_LIBBRAID="$bin/libbraid.so" MAX_JOBS=16 \
+  python3 -m pip install --no-build-isolation --no-deps --target "$site" "$here/src"
+step torch_backend_cuda_1rank 90 env PYTHONPATH="$site" python3 "$here/gpu_torch_backend_check.py" 1
+step torch_backend_cuda_2ranks 90 env PYTHONPATH="$site" python3 "$here/gpu_torch_backend_check.py" 2
 {
+  echo
+  echo "## torch backend on CUDA"
+  grep -h "braid backend" "$out/results/torch_backend_cuda_1rank.txt" "$out/results/torch_backend_cuda_2ranks.txt" 2>/dev/null
   echo
   echo "## reduce_kernels_cuda_bench"
   cat "$out/results/reduce_kernels_cuda_bench.txt" 2>/dev/null

@@ -28,6 +28,7 @@ TARGETS=(
   //tests/runtime:process_group_test
   //bench:braid_bench
   //launcher:braidrun
+  //capi:libbraid.so
 )
 # glibc's libraries, the driver and NCCL: what a GPU machine has.
 ALLOWED='^(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64|libcuda|libnccl)\.so'
@@ -49,7 +50,13 @@ for target in "${TARGETS[@]}"; do
     fi
   done < <(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 done
-cp tools/gpu_check.sh tools/gpu_torch_check.py gpu_bundle/
+cp tools/gpu_check.sh tools/gpu_torch_check.py tools/gpu_torch_backend_check.py gpu_bundle/
+# The Python package's sources: gpu_check.sh pip-installs them there against that machine's
+# torch (torch.utils.cpp_extension), with the bundle's libbraid.so.
+mkdir -p gpu_bundle/src/capi
+cp -r python pyproject.toml setup.py README.md gpu_bundle/src/
+cp capi/braid.h capi/braid.cc gpu_bundle/src/capi/
+find gpu_bundle/src -name BUILD.bazel -delete
 names=$(ls gpu_bundle/bin | tr '\n' ' ')
 # Static binaries compress about 5x: the device tool carries at most 64 MiB,
 # and gpu_check.sh unpacks them there.

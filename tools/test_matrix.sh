@@ -10,8 +10,13 @@
 #   tools/test_matrix.sh              # plain build
 #   tools/test_matrix.sh --config=asan
 #   tools/test_matrix.sh --sanitized-rest   # what CI runs only plain, under ASan and TSan
+#   tools/test_matrix.sh --torch-conformance  # PyTorch's whole distributed suite, gloo beside braid, 2 and 4 ranks
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--torch-conformance" ]]; then
+  tools/torch_conformance.sh 2
+  exec tools/torch_conformance.sh 4
+fi
 if [[ "${1:-}" == "--sanitized-rest" ]]; then
   rest=(//tests/python/... //tests/netns/... //tests/slurm/... //tests/bench/... //tests/tools/...)
   bazel test --config=asan "${rest[@]}"

@@ -26,11 +26,22 @@ done
 import re, sys
 
 def outcomes(path):
-    found = {}
+    # unittest -v writes "test_x (...) ... STATUS"; the spawned ranks' log lines may come between
+    # the description and the status, which then stands on a line of its own.
+    status = re.compile(r"(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
+    found, current = {}, None
     for line in open(path, errors="replace"):
-        m = re.match(r"(test_\w+) \(.*\) \.\.\. (ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)", line)
+        line = line.rstrip("\n")
+        m = re.match(r"(test_\w+) \(.*\) \.\.\. ?(.*)$", line)
         if m:
-            found[m.group(1)] = m.group(2)
+            current, rest = m.group(1), m.group(2)
+            s = status.search(rest)
+            if s and rest.startswith(s.group(1)):
+                found[current], current = s.group(1), None
+            continue
+        s = status.match(line)
+        if current and s:
+            found[current], current = s.group(1), None
     return found
 
 gloo, braid = outcomes(sys.argv[1]), outcomes(sys.argv[2])

@@ -334,43 +334,36 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(std
       });
 }
 
-// outputs[i] is a list of one tensor per rank for inputs[i]: gathered as one
+// outputs[r][i] gets rank r's inputs[i] (torch's layout): gathered as one
 // flat buffer (rank r's block holds its inputs in order), then copied out.
 c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) {
   const char* name = "allgather_coalesced";
-  if (inputs.empty() || inputs.size() != outputs.size()) Fail("braid allgather_coalesced: one output list per input");
+  if (inputs.empty()) Fail("braid allgather_coalesced: no inputs");
+  CheckNumel(static_cast<int64_t>(outputs.size()), size_, name, "the list of output lists");
   std::vector<at::Tensor> flat_outputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    CheckLike(inputs[i], inputs[0], name, "an input", "the first");
-    CheckNumel(static_cast<int64_t>(outputs[i].size()), size_, name, "an output list");
-    for (const at::Tensor& t : outputs[i]) {
-      CheckLike(t, inputs[0], name, "an output", "the first input");
-      CheckNumel(t.numel(), inputs[i].numel(), name, "an output");
-      flat_outputs.push_back(t);
+  for (const std::vector<at::Tensor>& list : outputs) {
+    CheckNumel(static_cast<int64_t>(list.size()), static_cast<int64_t>(inputs.size()), name, "an output list");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CheckLike(inputs[i], inputs[0], name, "an input", "the first");
+      CheckLike(list[i], inputs[0], name, "an output", "the first input");
+      CheckNumel(list[i].numel(), inputs[i].numel(), name, "an output");
+      flat_outputs.push_back(list[i]);
     }
   }
   at::Tensor input = Flatten(inputs);
   at::Tensor flat = at::empty({size_ * input.numel()}, input.options());
   const braid_buffer in = ToBuffer(input, Use::kMove, name);
   const braid_buffer out = ToBuffer(flat, Use::kMove, name);
-  std::vector<std::vector<at::Tensor>> copy_to = outputs;
+  std::vector<at::Tensor> copy_to = flat_outputs;  // rank-major, as flat is
   const braid_call_options call = CallOptions(opts.timeout, opts.asyncOp);
-  auto copy_out = [flat, copy_to, total = input.numel()]() mutable {
-    const size_t ranks = copy_to[0].size();
-    for (size_t r = 0; r < ranks; ++r) {
-      int64_t offset = static_cast<int64_t>(r) * total;
-      for (auto& list : copy_to) {
-        list[r].copy_(flat.narrow(0, offset, list[r].numel()).view(list[r].sizes()));
-        offset += list[r].numel();
-      }
-    }
-  };
-  return Issue(c10d::OpType::ALLGATHER_COALESCED, "braid:allgather_coalesced", flat_outputs, {input, flat}, copy_out,
-               [&](auto& works) {
-                 PostOne(works, [&](braid_work** w) { return braid_all_gather(group_, &in, &out, &call, w); });
-               });
+  return Issue(
+      c10d::OpType::ALLGATHER_COALESCED, "braid:allgather_coalesced", flat_outputs, {input, flat},
+      [flat, copy_to]() mutable { Unflatten(flat, copy_to); },
+      [&](auto& works) {
+        PostOne(works, [&](braid_work** w) { return braid_all_gather(group_, &in, &out, &call, w); });
+      });
 }
 
 // Flattens inputs[0] (one tensor per rank) into a temporary, then reduces and scatters.

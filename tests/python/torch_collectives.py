@@ -221,12 +221,12 @@ def test_coalesced_gathers():
             dist.all_reduce(ref, group=gloo)
             n = o.numel()
             check_equal(o, ref[rank * n:(rank + 1) * n], f"coalesced reduce_scatter_tensor {dtype} n={n}")
-        # The deprecated list form.
-        outs = [[torch.zeros_like(i) for _ in range(world)] for i in ins]
+        # The deprecated list form: outs[r][i] is rank r's ins[i].
+        outs = [[torch.zeros_like(i) for i in ins] for _ in range(world)]
         dist.all_gather_coalesced(outs, ins)
-        for lst, i in zip(outs, ins):
-            for r in range(world):
-                check_equal(lst[r], values(i.numel(), dtype, salt=i.numel(), r=r), f"all_gather_coalesced {dtype}")
+        for r in range(world):
+            for o, i in zip(outs[r], ins):
+                check_equal(o, values(i.numel(), dtype, salt=i.numel(), r=r), f"all_gather_coalesced {dtype}")
 
 
 def test_reduce_scatter():

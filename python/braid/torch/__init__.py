@@ -24,6 +24,7 @@ gradients reduced by braid, `allreduce_hook` is a DDP communication hook:
     ddp.register_comm_hook(dist.new_group(backend="braid"), braid.torch.allreduce_hook)  # anywhere
 """
 
+import atexit
 import queue
 import threading
 
@@ -90,9 +91,17 @@ class _Completer:
         self._queue.put((work, raw, tensor))
         return raw.then(_unwrap)
 
+    def stop(self):
+        """Lets the thread finish what was submitted, then end (before Python's finalization)."""
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
     def _run(self):
         while True:
-            work, raw, tensor = self._queue.get()
+            item = self._queue.get()
+            if item is None:
+                return
+            work, raw, tensor = item
             try:
                 work.wait()
             except BaseException as error:  # braid.Error, or anything else: the future carries it
@@ -111,6 +120,18 @@ def _unwrap(fut):
 _completers_lock = threading.Lock()
 # id(group) -> (group, completer); the group is kept so its id is not reused.
 _completers = {}
+
+
+@atexit.register
+def _stop_completers():
+    # At exit, not at finalization: a daemon thread that Python's finalization
+    # stops while it is inside braid's C++ aborts the process ("terminate called
+    # without an active exception").
+    with _completers_lock:
+        entries = list(_completers.values())
+        _completers.clear()
+    for _, completer in entries:
+        completer.stop()
 
 
 def _completer_for(group):

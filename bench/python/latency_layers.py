@@ -1,0 +1,43 @@
+"""Where an 8-byte all_reduce's time goes through torch's layers, braid's backend as the default group:
+
+    braidrun --standalone --nproc-per-node=2 .venv/bin/python bench/python/latency_layers.py
+
+Rank 0 prints microseconds per call (3000 calls after 200 warm-up, one job) for braid's plain
+API, the backend's own method, dist.all_reduce, and the ProcessGroup method with asyncOp left true.
+"""
+import time
+
+import torch
+import torch.distributed as dist
+
+import braid
+import braid.torch  # noqa: F401
+
+torch.set_num_threads(1)
+dist.init_process_group("braid")
+pg = dist.distributed_c10d._get_default_group()
+backend = pg._get_backend(torch.device("cpu"))
+group = braid.init()
+t = torch.zeros(2)
+blocking = dist.AllreduceOptions()
+blocking.asyncOp = False
+
+
+def bench(name, call, n=3000):
+    for _ in range(200):
+        call()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    if dist.get_rank() == 0:
+        print(f"| {name} | {(time.perf_counter() - start) / n * 1e6:.1f} |", flush=True)
+
+
+if dist.get_rank() == 0:
+    print("| call | us |\n|---|---:|")
+bench("braid plain `group.all_reduce(t)`", lambda: group.all_reduce(t))
+bench("the backend's own `allreduce([t], asyncOp=False).wait()`", lambda: backend.allreduce([t], blocking).wait())
+bench("`dist.all_reduce(t)`", lambda: dist.all_reduce(t))
+bench("`pg.allreduce([t]).wait()` (asyncOp left true)", lambda: pg.allreduce([t]).wait())
+dist.destroy_process_group()
