@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launcher start-up bench: braidrun against torchrun (Debian's python3-torch),
+# Launcher start-up bench: braidrun against torchrun (the virtualenv's torch, tools/setup.sh),
 # the same C++ worker (tests/launcher/probe_worker) under both, in one run.
 #
 #   start:   launcher start -> every worker past its first barrier (InitFromEnv
@@ -8,7 +8,7 @@
 #            restarted worker past its first barrier.
 #
 # Times are wall clock (CLOCK_REALTIME, ns) written by the workers; the median
-# of REPS runs. Flags in the underscore spelling: torch 1.13 knows no other.
+# of REPS runs. Flags in the underscore spelling, which both launchers take.
 # Prints a Markdown table. Usage: bench/launcher_bench.sh [REPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,8 @@ bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 braidrun="$bin/launcher/braidrun"
 probe="$bin/tests/launcher/probe_worker"
 torchrun=()
-if /usr/bin/python3 -c "import torch.distributed.run" 2>/dev/null; then
-  torchrun=(/usr/bin/python3 -m torch.distributed.run)
+if .venv/bin/python -c "import torch.distributed.run" 2>/dev/null; then
+  torchrun=("$(pwd)/.venv/bin/python" -m torch.distributed.run)
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -53,8 +53,7 @@ run_restart() {
   elapsed_ms "$work/t/1.*" "$(cat "$work/t/died.1")"
 }
 
-# Both write stdout to files and copy stderr (-r 1 -t 2): Debian's torch 1.13
-# on Python 3.11 cannot parse -r/-t values 0 or 3 (its Std IntFlag lookup).
+# Both write stdout to files and copy stderr (-r 1 -t 2).
 braid_cmd=("$braidrun" --standalone -r 1 -t 2 --log_dir="$work/logs")
 torch_cmd=("${torchrun[@]}" --standalone --no_python --monitor_interval=0.1 -r 1 -t 2 --log_dir="$work/logs")
 
