@@ -22,27 +22,9 @@ for backend in gloo braid; do
   (cd /tmp && BACKEND=$backend WORLD_SIZE=$world PYTHONPATH=$pkg BRAID_TIMEOUT_SEC=60 \
     timeout 7200 "$OLDPWD/$python" "$OLDPWD/tests/python/torch_conformance.py" -v "$@") >"$out/$backend.log" 2>&1
 done
-"$python" - "$out/gloo.log" "$out/braid.log" <<'PYTHON'
-import re, sys
-
-def outcomes(path):
-    # unittest -v writes "test_x (...) ... STATUS"; the spawned ranks' log lines may come between
-    # the description and the status, which then stands on a line of its own.
-    status = re.compile(r"(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
-    found, current = {}, None
-    for line in open(path, errors="replace"):
-        line = line.rstrip("\n")
-        m = re.match(r"(test_\w+) \(.*\) \.\.\. ?(.*)$", line)
-        if m:
-            current, rest = m.group(1), m.group(2)
-            s = status.search(rest)
-            if s and rest.startswith(s.group(1)):
-                found[current], current = s.group(1), None
-            continue
-        s = status.match(line)
-        if current and s:
-            found[current], current = s.group(1), None
-    return found
+PYTHONPATH=tests/python "$python" - "$out/gloo.log" "$out/braid.log" <<'PYTHON'
+import sys
+from conformance_outcomes import outcomes
 
 gloo, braid = outcomes(sys.argv[1]), outcomes(sys.argv[2])
 print("| test | gloo | braid |")

@@ -136,7 +136,6 @@ void Completion::CallbackLoop() {
       completion = nullptr;  // the Work's last references go here, not under the lock
     }
     lock.lock();
-    cv.notify_all();  // an issuer or the waiter may wait for Idle()
   }
 }
 

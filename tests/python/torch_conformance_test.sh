@@ -14,10 +14,10 @@ log=$TEST_TMPDIR/conformance.log
   timeout 900 "$python" "$OLDPWD/tests/python/torch_conformance.py" -v "${args[@]}") >"$log" 2>&1
 rc=$?
 failed=0
+outcomes=$("$python" tests/python/conformance_outcomes.py "$log")
 for t in "${tests[@]}"; do
-  # The status follows the test's line, after the spawned ranks' log lines.
-  status=$(awk -v t="$t" '$1 == t && $2 ~ /^\(/ {on = 1} on && /^(ok|FAIL|ERROR)$|^skipped |\.\.\. (ok|FAIL|ERROR)$|\.\.\. skipped / {print; exit}' "$log")
-  if [[ $status =~ (^|\.\.\.\ )ok$ ]]; then
+  status=$(awk -v t="$t" '$1 == t {$1 = ""; print substr($0, 2); exit}' <<<"$outcomes")
+  if [[ $status == ok ]]; then
     echo "ok: $t"
   else
     echo "FAIL: $t: ${status:-no result}"; failed=1
