@@ -131,6 +131,12 @@ typedef struct {
   int (*remove)(void* ctx, const char* key, int* existed);
   /* Optional (NULL): the message of the last failure. */
   const char* (*error)(void* ctx);
+  /* Optional (NULL): braid is done with ctx. Called once, from
+   * braid_group_create when it fails or else when the group is freed; until
+   * then ctx stays valid, since braid meets over the store again (a CUDA
+   * device's communicator, made on first use). NULL: the caller keeps ctx
+   * alive as long as the group. */
+  void (*release)(void* ctx);
 } braid_store_ops;
 
 /* ---- Groups --------------------------------------------------------------- */
@@ -144,7 +150,7 @@ typedef struct {
   double timeout_sec;
   /* "auto", "shm", "tcp", "mpi", "nccl"; NULL: BRAID_TRANSPORT (auto). */
   const char* transport;
-  /* NULL: braid's store from the environment. Must outlive the creation. */
+  /* NULL: braid's store from the environment. Copied; see release for ctx. */
   const braid_store_ops* store;
 } braid_group_options;
 
@@ -153,8 +159,13 @@ BRAID_API void braid_group_options_init(braid_group_options* options);
 /* Collective: every rank calls it; blocks until the group is up or the
  * deadline, naming the ranks that never arrived. `options` may be NULL. */
 BRAID_API braid_status braid_group_create(const braid_group_options* options, braid_group** group);
-/* Finishes what was issued (each bounded by its deadline) and frees the group. */
+/* Releases the caller's reference; the last one finishes what was issued
+ * (each bounded by its deadline) and frees the group. */
 BRAID_API void braid_group_destroy(braid_group* group);
+/* One more owner of `group` in this process, which releases it with
+ * braid_group_destroy: how two bindings (braid.init() and torch's process
+ * group) share one group, one store and one set of connections. */
+BRAID_API void braid_group_retain(braid_group* group);
 BRAID_API int braid_group_rank(const braid_group* group);
 BRAID_API int braid_group_size(const braid_group* group);
 BRAID_API int braid_group_local_rank(const braid_group* group);

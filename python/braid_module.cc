@@ -227,6 +227,13 @@ class Group {
   }
   // A subgroup made by braid_group_split / braid_group_new (owned from here).
   explicit Group(braid_group* made) : group_(made) {}
+  // Another owner's group in this process (torch's backend): one more reference.
+  static std::shared_ptr<Group> Adopt(uintptr_t handle) {
+    auto* group = reinterpret_cast<braid_group*>(handle);
+    if (group == nullptr) throw py::value_error("Group._adopt: a NULL group handle");
+    braid_group_retain(group);
+    return std::make_shared<Group>(group);
+  }
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
   ~Group() { Close(); }
@@ -354,6 +361,10 @@ PYBIND11_MODULE(_braid, m) {
       .def_property_readonly("local_rank", &Group::local_rank)
       .def_property_readonly("local_size", &Group::local_size)
       .def_property_readonly("transport", &Group::transport)
+      .def_property_readonly("_handle", [](const Group& g) { return reinterpret_cast<uintptr_t>(g.get()); },
+                             "The braid_group* (braid.torch.share_backend issues on the same group).")
+      .def_static("_adopt", &Group::Adopt, py::arg("handle"),
+                  "A Group over a braid group this process already holds (another Group's or a torch backend's).")
       .def_property_readonly("is_member", [](const Group& g) { return braid_group_is_member(g.get()) != 0; })
       .def("split", &Group::Split, py::arg("color"), py::arg("key") = 0, py::arg("name") = "",
            "Collective: the ranks of one color (>= 0) form a group ordered by (key, rank); a negative color gets "

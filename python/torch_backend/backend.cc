@@ -59,23 +59,29 @@ void Check(braid_status status) {
 
 c10::intrusive_ptr<BraidBackend> BraidBackend::Create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                       int world_size, double timeout_sec) {
-  auto ops = std::make_unique<StoreOps>(store);
+  const braid_store_ops ops = StoreOps::For(store);
   braid_group_options options;
   braid_group_options_init(&options);
   options.rank = rank;
   options.world_size = world_size;
   options.timeout_sec = timeout_sec;
-  options.store = ops->ops();
+  options.store = &ops;
   braid_group* group = nullptr;
   Check(braid_group_create(&options, &group));
-  return c10::make_intrusive<BraidBackend>(group, rank, world_size, store, std::move(ops), timeout_sec);
+  return c10::make_intrusive<BraidBackend>(group, rank, world_size, store, timeout_sec);
+}
+
+c10::intrusive_ptr<BraidBackend> BraidBackend::Share(braid_group* group, c10::intrusive_ptr<c10d::Store> store,
+                                                     double timeout_sec) {
+  braid_group_retain(group);
+  return c10::make_intrusive<BraidBackend>(group, braid_group_rank(group), braid_group_size(group), std::move(store),
+                                           timeout_sec);
 }
 
 BraidBackend::BraidBackend(braid_group* group, int rank, int size, c10::intrusive_ptr<c10d::Store> store,
-                           std::unique_ptr<StoreOps> store_ops, double timeout_sec)
+                           double timeout_sec)
     : c10d::Backend(rank, size),
       store_(std::move(store)),
-      store_ops_(std::move(store_ops)),
       group_(group),
       transport_(braid_group_transport(group)),
       completion_(std::make_shared<Completion>()),

@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,8 +51,13 @@ class BraidBackend final : public c10d::Backend {
   // is up or the deadline; throws braid's error.
   static c10::intrusive_ptr<BraidBackend> Create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                  int world_size, double timeout_sec);
+  // A second owner of a braid group this process already holds (braid.init()'s,
+  // or the same torch group's backend for another device): no rendezvous, the
+  // same connections. Not collective. `store` (torch's, for monitored_barrier) may be null.
+  static c10::intrusive_ptr<BraidBackend> Share(braid_group* group, c10::intrusive_ptr<c10d::Store> store,
+                                                double timeout_sec);
   BraidBackend(braid_group* group, int rank, int size, c10::intrusive_ptr<c10d::Store> store,
-               std::unique_ptr<StoreOps> store_ops, double timeout_sec);
+               double timeout_sec);
   // Finishes what was issued (each bounded by its deadline), then frees the
   // braid group. Drops the GIL while it waits: a Future callback on the
   // completion thread may need it.
@@ -60,6 +66,8 @@ class BraidBackend final : public c10d::Backend {
   const std::string getBackendName() const override { return "braid"; }
   // "shm", "tcp", ...: what carries this group's CPU buffers.
   const std::string& transport() const { return transport_; }
+  // The braid group, as an integer for braid._braid.Group._adopt (one process, one libbraid.so).
+  uintptr_t group_handle() const { return reinterpret_cast<uintptr_t>(group()); }
 
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override {}
@@ -136,7 +144,6 @@ class BraidBackend final : public c10d::Backend {
   braid_group* group() const;
 
   const c10::intrusive_ptr<c10d::Store> store_;
-  const std::unique_ptr<StoreOps> store_ops_;
   braid_group* group_ = nullptr;  // owned by the completion thread, which destroys it last
   const std::string transport_;
   const std::shared_ptr<Completion> completion_;

@@ -216,6 +216,7 @@ void BraidBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   const milliseconds timeout =
       opts.timeout.count() > 0 ? opts.timeout : milliseconds(static_cast<int64_t>(timeout_sec_.load() * 1000));
   const milliseconds bound = timeout.count() > 0 ? timeout : milliseconds(600000);
+  if (!store_) Fail("braid monitored_barrier: this backend was made without a store (share_backend)");
   const std::string prefix = "braid/monitored_barrier/" + std::to_string(monitored_barriers_++) + "/";
   if (rank_ != 0) {
     store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>{1});

@@ -20,7 +20,9 @@ PYBIND11_MODULE(_torch, m) {
   pybind11::module_::import("torch.distributed");
   pybind11::class_<BraidBackend, c10d::Backend, c10::intrusive_ptr<BraidBackend>>(m, "BraidBackend")
       .def_property_readonly("transport", &BraidBackend::transport,
-                             "What carries this group's CPU buffers: 'shm', 'tcp', 'mpi' or 'nccl'.");
+                             "What carries this group's CPU buffers: 'shm', 'tcp', 'mpi' or 'nccl'.")
+      .def_property_readonly("_group_handle", &BraidBackend::group_handle,
+                             "The braid_group* this backend issues on (braid._braid.Group._adopt shares it).");
   m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size, double timeout_sec) {
@@ -31,5 +33,13 @@ PYBIND11_MODULE(_torch, m) {
       "Collective: a braid backend over `store` (rendezvous), as rank `rank` of `world_size`.\n"
       "timeout_sec <= 0: BRAID_TIMEOUT_SEC. Blocks until every rank joined or the deadline; raises\n"
       "RuntimeError with braid's message on failure.");
+  m.def(
+      "share_backend",
+      [](uintptr_t group, const c10::intrusive_ptr<c10d::Store>& store, double timeout_sec) {
+        return BraidBackend::Share(reinterpret_cast<braid_group*>(group), store, timeout_sec);
+      },
+      pybind11::arg("group_handle"), pybind11::arg("store").none(true), pybind11::arg("timeout_sec"),
+      "A backend over a braid group this process holds (a Group's or a backend's _group_handle):\n"
+      "no rendezvous, the same connections. Not collective. timeout_sec <= 0: BRAID_TIMEOUT_SEC.");
   m.attr("braid_version") = braid_version();
 }

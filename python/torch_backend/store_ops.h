@@ -22,21 +22,24 @@ namespace braid_torch {
 // per thread: braid reads it on the thread whose call failed.
 class StoreOps {
  public:
-  explicit StoreOps(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {
-    ops_.ctx = this;
-    ops_.set = &StoreOps::Set;
-    ops_.get = &StoreOps::Get;
-    ops_.add = &StoreOps::Add;
-    ops_.check = &StoreOps::Check;
-    ops_.remove = &StoreOps::Remove;
-    ops_.error = &StoreOps::Error;
+  // The functions for braid_group_options.store: braid owns the returned
+  // ctx (a reference to `store`) and releases it with the group.
+  static braid_store_ops For(c10::intrusive_ptr<c10d::Store> store) {
+    braid_store_ops ops{};
+    ops.ctx = new StoreOps(std::move(store));
+    ops.set = &StoreOps::Set;
+    ops.get = &StoreOps::Get;
+    ops.add = &StoreOps::Add;
+    ops.check = &StoreOps::Check;
+    ops.remove = &StoreOps::Remove;
+    ops.error = &StoreOps::Error;
+    ops.release = [](void* ctx) { delete static_cast<StoreOps*>(ctx); };
+    return ops;
   }
-  StoreOps(const StoreOps&) = delete;
-  StoreOps& operator=(const StoreOps&) = delete;
-
-  const braid_store_ops* ops() const { return &ops_; }
 
  private:
+  explicit StoreOps(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+
   static c10d::Store& StoreOf(void* ctx) { return *static_cast<StoreOps*>(ctx)->store_; }
 
   template <typename Body>
@@ -93,7 +96,6 @@ class StoreOps {
   static inline thread_local std::string last_error_;
 
   const c10::intrusive_ptr<c10d::Store> store_;
-  braid_store_ops ops_{};
 };
 
 }  // namespace braid_torch

@@ -234,6 +234,13 @@ int main(void) {
   }
   braid_group_destroy(last);
 
+  /* Two owners: the first braid_group_destroy only releases a reference. */
+  braid_group_retain(group);
+  braid_group_destroy(group);
+  mine = 1;
+  CHECK_OK(braid_all_reduce(group, &m, &m, BRAID_SUM, NULL, NULL));
+  expect(mine == (float)size, "all_reduce after releasing one of two references", 0, mine, (float)size);
+
   printf("capi ok: rank %d of %d over %s, braid %s\n", rank, size, braid_group_transport(group), braid_version());
   free(in);
   free(out);

@@ -434,8 +434,10 @@ def test_destroy_with_pending():
 
 
 def test_one_runtime():
-    # The backend and the plain package share one libbraid.so.
+    # The backend and the plain package share one libbraid.so and one braid group.
     group = braid.init()
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    check(group._handle == backend._group_handle, "braid.init() made a group of its own beside the backend")
     x = torch.full((4,), float(rank + 1))
     group.all_reduce(x, op="sum")
     check_equal(x, torch.full((4,), float(world * (world + 1) // 2)), "braid.init() beside the backend")
@@ -446,9 +448,6 @@ def test_one_runtime():
 
 def main():
     global rank, world, gloo
-    # Under torchrun, braid.init() has no braid store to meet at (torch's own
-    # TCPStore holds MASTER_PORT): the plain-package check is braidrun's.
-    plain = "--no-plain" not in sys.argv[1:]
     dist.init_process_group("braid")
     rank, world = dist.get_rank(), dist.get_world_size()
     check(world == int(os.environ["WORLD_SIZE"]) and world >= 2, f"world size {world}")
@@ -459,8 +458,8 @@ def main():
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
                  test_barrier, test_monitored_barrier, test_refusals,
-                 test_work_wait_timeout, test_subgroup, test_destroy_with_pending) + \
-            ((test_one_runtime,) if plain else ()):
+                 test_work_wait_timeout, test_subgroup, test_destroy_with_pending,
+                 test_one_runtime):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
     dist.destroy_process_group()

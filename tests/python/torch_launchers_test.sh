@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The "braid" backend without braidrun. Under torchrun (the virtualenv's torch)
-# at 2 ranks: the collectives against gloo (without the plain braid.init(),
-# which needs braid's own store), and DDP with backend braid against gloo.
-# Then with no launcher: torch.multiprocessing.spawn at 3 ranks, file:// init.
+# at 2 ranks: the collectives against gloo, braid.init() and the backend on
+# one braid group in either order, and DDP with backend braid against gloo.
+# braid.init() and the backend on one group, both orders, under braidrun and
+# torchrun. Then with no launcher: torch.multiprocessing.spawn at 3 ranks, file:// init.
 set -uo pipefail
 source tests/python/python_env.sh
 run=tests/python/run_python.sh
@@ -14,7 +15,7 @@ if [[ ${BRAID_SANITIZER:-} == tsan ]]; then
   # runtime preloaded before it starts a worker, even for a script that only prints.
   echo "skipped under TSan: torchrun (it segfaults with libtsan preloaded)"
 else
-  out=$($run $torchrun 2 tests/python/torch_collectives.py --no-plain 2>&1)
+  out=$($run $torchrun 2 tests/python/torch_collectives.py 2>&1)
   rc=$?
   ok=$(grep -c "torch collectives ok: rank" <<<"$out")
   if [[ $rc -ne 0 || $ok -ne 2 ]]; then
@@ -39,6 +40,22 @@ else
     echo "FAIL: DDP under torchrun: braid's parameters differ from gloo's"; failed=1
   fi
 fi
+# One runtime: braid.init() and init_process_group("braid") on one braid group,
+# in either order, under braidrun (and torchrun above).
+launchers="launcher/braidrun"
+[[ ${BRAID_SANITIZER:-} == tsan ]] || launchers+=" $torchrun"
+for launcher in $launchers; do
+  for order in braid-first torch-first; do
+    out=$($run $launcher 2 tests/python/torch_one_runtime.py "$order" 2>&1)
+    rc=$?
+    ok=$(grep -c "torch one runtime ok: rank" <<<"$out")
+    if [[ $rc -ne 0 || $ok -ne 2 ]]; then
+      echo "FAIL: one runtime, $order, under ${launcher##*/}: exit $rc, $ok of 2 ranks ok"; echo "$out"; failed=1
+    else
+      echo "ok: one runtime, $order, under ${launcher##*/}"
+    fi
+  done
+done
 # No launcher: the package assembled here, as dead_peer_test.sh does.
 tests/python/assemble_package.sh "$dir/spawn"
 out=$(PYTHONPATH=$dir/spawn timeout 120 "$python" tests/python/torch_spawn.py 3 2>&1)

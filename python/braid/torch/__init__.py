@@ -47,15 +47,68 @@ def create_backend(dist_backend_opts, backend_options=None):
     Collective over the group's ranks: every rank calls it with torch's
     _DistributedBackendOptions (a prefix store of its own, the group rank and
     size, the timeout). Blocks until every rank joined or the deadline.
+
+    torch calls it once per device of the group (cpu, cuda): the second call
+    shares the first one's braid group. The default group shares braid.init()'s
+    when that came first.
     """
     timeout = dist_backend_opts.timeout
     if timeout is None or timeout == dist.default_pg_timeout:
         seconds = 0.0  # torch's default means "not given": BRAID_TIMEOUT_SEC applies
     else:
         seconds = timeout.total_seconds()
-    return _torch.create_backend(
-        dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size, seconds
-    )
+    store, rank, size = dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size
+    group_id = dist_backend_opts.group_id
+    is_world = not dist.is_initialized()  # torch makes its default group first
+    handle = _handle_of(_last_made[1]) if _last_made[0] == group_id else 0
+    if not handle and is_world and braid._default is not None:
+        if (braid._default.rank, braid._default.size) == (rank, size):
+            handle = braid._default._handle
+    if handle:
+        backend = _torch.share_backend(handle, store, seconds)
+    else:
+        backend = _torch.create_backend(store, rank, size, seconds)
+    _last_made[:] = [group_id, backend]
+    if is_world:
+        _shared["world"] = backend
+    return backend
+
+
+# The group torch made last and its first device's backend: torch makes a
+# group's backends (one a device) one after the other, and the second shares
+# the first one's braid group. Strong references: a backend that torch shut
+# down holds no braid resources, and its _group_handle raises.
+_last_made = [None, None]
+_shared = {"world": None}  # the backend of torch's default group
+
+
+def _handle_of(backend):
+    if backend is None:
+        return 0
+    try:
+        return backend._group_handle
+    except RuntimeError:  # shut down (destroy_process_group)
+        return 0
+
+
+def _world_handle():
+    """The braid group of torch's live default "braid" group (0: none); braid.init() adopts it."""
+    return _handle_of(_shared["world"])
+
+
+def _join_world(timeout):
+    """braid.init()'s world made over torch's store (torchrun's agent store, or env://): a braid.Group.
+
+    The backend made here ends at once; braid.init()'s Group keeps the braid
+    group, and init_process_group("braid") shares it.
+    """
+    import datetime
+
+    seconds = float(timeout) if timeout else 0.0
+    wait = datetime.timedelta(seconds=seconds) if seconds > 0 else dist.default_pg_timeout
+    store, rank, size = next(dist.rendezvous("env://", timeout=wait))
+    backend = _torch.create_backend(dist.PrefixStore("braid/world/", store), rank, size, seconds)
+    return braid.Group._adopt(backend._group_handle)  # while the backend still holds the group
 
 
 def _register():
