@@ -6,6 +6,10 @@
 #                              mid-training: the others' backward() raises
 #   torch_faults.py hook-die   DDP over gloo with braid.torch.allreduce_hook;
 #                              the same, the error coming through the hook's future
+#   torch_faults.py late       on a group made with new_group(timeout=4 s), the
+#                              last rank calls all_reduce 6 s after the others:
+#                              the others fail at their deadline naming it, and
+#                              its own late call fails too (none succeeds)
 #
 # Run with a small BRAID_TIMEOUT_SEC (the test passes 10): every surviving
 # rank must raise RuntimeError carrying braid's message well within it, and a
@@ -52,7 +56,7 @@ def train_until_death(mode, rank, last):
 
 def main():
     mode = sys.argv[1]
-    assert mode in ("mismatch", "die", "ddp-die", "hook-die"), mode
+    assert mode in ("mismatch", "die", "ddp-die", "hook-die", "late"), mode
     dist.init_process_group("gloo" if mode == "hook-die" else "braid")
     rank, world = dist.get_rank(), dist.get_world_size()
     last = world - 1
@@ -78,6 +82,10 @@ def main():
     assert torch.equal(t, torch.full((1000,), float(world))), t[:4]
     dist.barrier()
 
+    if mode == "late":
+        late_rank(rank, last)
+        return
+
     if mode == "die" and rank == last:
         print(f"rank {rank}: leaving", flush=True)
         os._exit(0)
@@ -97,6 +105,47 @@ def main():
 
     check_later_fails(rank)
     # Tearing down a failed group must not hang either.
+    dist.destroy_process_group()
+    print(f"rank {rank}: destroyed", flush=True)
+
+
+def late_rank(rank, last):
+    import datetime
+
+    group = dist.new_group(list(range(dist.get_world_size())), timeout=datetime.timedelta(seconds=4))
+    t = torch.ones(1000)
+    dist.all_reduce(t, group=group)  # the group works before the fault
+    dist.barrier(group=group)
+    if rank == last:
+        time.sleep(6)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1000), group=group)
+    except RuntimeError as e:
+        took, message = time.monotonic() - start, str(e)
+    else:
+        raise AssertionError(f"rank {rank}: late: the all_reduce returned")
+    # The others wait their 4 s deadline; the late rank learns it at once.
+    bound = 1.0 if rank == last else WITHIN_SEC
+    assert took < bound, f"rank {rank}: late: the error took {took:.1f} s: {message}"
+    # Rank 0 waits on the late rank (a ring's predecessor, a barrier's
+    # missing one) and names it; others may name whom they waited on.
+    if rank == 0:
+        named = f"peer {last}" in message or f"rank {last}" in message
+        assert named, f"rank {rank}: late: the message does not name rank {last}: {message}"
+    print(f"fault error on rank {rank} after {took:.2f} s: {message}", flush=True)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(10), group=group)
+    except RuntimeError as e:
+        print(f"rank {rank}: later collective failed after {time.monotonic() - start:.2f} s: "
+              f"{str(e).splitlines()[0]}", flush=True)
+    else:
+        raise AssertionError(f"rank {rank}: a collective after the fault succeeded")
+    # The default group was not part of it and still works.
+    t = torch.ones(10)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((10,), float(dist.get_world_size()))), t
     dist.destroy_process_group()
     print(f"rank {rank}: destroyed", flush=True)
 

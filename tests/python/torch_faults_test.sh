@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # torch_faults.py under braidrun with BRAID_TIMEOUT_SEC=10: a rank passing a
 # different shape, and a rank that dies (before a collective, or in DDP
-# training over the braid backend or through braid's comm hook), must give
+# training over the braid backend or through braid's comm hook), or one that
+# calls a collective past its group's deadline, must give
 # every other rank a RuntimeError with braid's message within seconds (the
 # script bounds each at 8 s), later collectives must fail at once, and
 # nothing may hang (the whole launch, torch's start-up included, within 60 s).
@@ -40,5 +41,7 @@ die 3 shm
 die 3 tcp
 ddp-die 3 shm
 hook-die 2 shm
+late 2 shm
+late 3 tcp
 CASES
 exit $failed

@@ -200,6 +200,11 @@ absl::Status ShmWindows::Sync(const FrameHeader& header, Deadline deadline, Peer
     }
     if (spin.Idle()) continue;
     if (absl::Now() >= deadline) {
+      // Withdraw this rank's arrival, so a peer that comes later waits for it
+      // (and finds the abort notice that follows) instead of completing the
+      // collective this rank failed. A peer arriving within the same
+      // instant may still have seen it: only a further round could settle that.
+      slot.entered.store(sync - 1, std::memory_order_release);
       return absl::DeadlineExceededError(absl::StrCat("rank ", me, ": shm: deadline exceeded in ",
                                                       DescribeFrame(header), " waiting for ",
                                                       transport_.PeerName(waiting[0]),
