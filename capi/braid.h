@@ -241,8 +241,11 @@ BRAID_API braid_status braid_barrier(braid_group* group, const braid_call_option
 /* Point to point; the peer posts the matching call (same count and dtype). */
 BRAID_API braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer,
                                   const braid_call_options* call, braid_work** work);
+/* peer BRAID_ANY_SOURCE: from whichever peer sends first (shm and tcp;
+ * other transports refuse it); braid_work_source names that peer. */
 BRAID_API braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer,
                                   const braid_call_options* call, braid_work** work);
+#define BRAID_ANY_SOURCE (-1)
 
 /* ---- Work handles --------------------------------------------------------- */
 
@@ -251,6 +254,9 @@ BRAID_API braid_status braid_work_test(braid_work* work, int* done);
 /* Blocks until finished (its result) or `timeout_sec` (BRAID_DEADLINE_EXCEEDED;
  * it keeps running). timeout_sec < 0: the collective's own deadline. */
 BRAID_API braid_status braid_work_wait(braid_work* work, double timeout_sec);
+/* The peer a finished braid_recv received from; -1 before it finished or
+ * for any other call. */
+BRAID_API int braid_work_source(const braid_work* work);
 /* Frees the handle (the collective itself goes on to its end). */
 BRAID_API void braid_work_free(braid_work* work);
 

@@ -83,6 +83,8 @@ braid_status braid_work_test(braid_work* work, int* done) {
   return finished ? Finish(work->handle->status()) : Finish(absl::OkStatus());
 }
 
+int braid_work_source(const braid_work* work) { return work == nullptr ? -1 : work->handle->source_rank(); }
+
 braid_status braid_work_wait(braid_work* work, double timeout_sec) {
   if (work == nullptr) return Invalid("the work handle is NULL");
   const braid::Deadline deadline = timeout_sec < 0 ? absl::InfiniteFuture() : braid::DeadlineIn(absl::Seconds(timeout_sec));

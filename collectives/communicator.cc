@@ -302,8 +302,13 @@ absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Te
   if (task.algorithm == Algorithm::kNative) return DispatchNative(task, in, out);
   if (task.algorithm == Algorithm::kHierarchical) return DispatchHierarchical(task, ConstBytes(in), Bytes(out));
   if (task.algorithm == Algorithm::kP2p) {
-    return in.defined() ? SendTo(*transport_, task.args, task.peer, ConstBytes(in))
-                        : RecvFrom(*transport_, task.args, task.peer, Bytes(out));
+    if (in.defined()) return SendTo(*transport_, task.args, task.peer, ConstBytes(in));
+    if (task.peer != kAnySource) {
+      task.work->source_rank_ = task.peer;
+      return RecvFrom(*transport_, task.args, task.peer, Bytes(out));
+    }
+    BRAID_ASSIGN_OR_RETURN(task.work->source_rank_, RecvFromAny(*transport_, task.args, Bytes(out)));
+    return absl::OkStatus();
   }
   return RunAlgorithm(*transport_, task.algorithm, task.args, ConstBytes(in), Bytes(out), scratch_,
                       selector_.window_plan());

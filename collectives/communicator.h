@@ -146,7 +146,10 @@ class Communicator {
   absl::StatusOr<WorkHandle> Barrier(CallOptions call = {});
   // Point to point; both sides issue them in the same relative order.
   absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
+  // peer kAnySource: the first peer whose next message to this rank is a
+  // send (the Work's source_rank() names it); shm and tcp only.
   absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
+  static constexpr int kAnySource = -1;
 
   // Subgroups (communicator_groups.cc). COLLECTIVE over this communicator, ordered with
   // its other collectives: every rank calls it; blocks until the subgroup is

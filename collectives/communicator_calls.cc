@@ -132,7 +132,12 @@ absl::StatusOr<WorkHandle> Communicator::Send(const Tensor& tensor, int peer, Ca
 
 absl::StatusOr<WorkHandle> Communicator::Recv(const Tensor& tensor, int peer, CallOptions call) {
   BRAID_RETURN_IF_ERROR(CheckTensor(tensor, "tensor"));
-  if (peer < 0 || peer >= size_ || peer == rank_) {
+  if (peer == kAnySource) {
+    if (device_memory_only_) {
+      return absl::UnimplementedError(absl::StrCat("rank ", rank_, ": a receive from any source over ",
+                                                   transport_name_, " (name the peer)"));
+    }
+  } else if (peer < 0 || peer >= size_ || peer == rank_) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": receive from peer ", peer, " in a group of ", size_));
   }
   return Enqueue({CollectiveKind::kSendRecv, tensor.dtype(), ReduceOp::kSum, peer,

@@ -1,8 +1,16 @@
 #include "collectives/pairwise.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/deadline.h"
+#include "base/status.h"
 #include "collectives/algorithm_util.h"
 #include "tensor/reduce.h"
 
@@ -90,6 +98,36 @@ absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer
   BRAID_RETURN_IF_ERROR(CheckBytes(args, data.size(), args.count, "receive buffer"));
   BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(peer, Header(args, 0), data));
   return transport.Wait({id}, args.deadline);
+}
+
+absl::StatusOr<int> RecvFromAny(Transport& transport, const CollectiveArgs& args, absl::Span<std::byte> data) {
+  BRAID_RETURN_IF_ERROR(CheckBytes(args, data.size(), args.count, "receive buffer"));
+  const int n = transport.size();
+  const int me = transport.rank();
+  // Yields first (a sender on this core may need it), then sleeps up to 1 ms:
+  // a receive from any source is for control messages, not the fast path.
+  absl::Duration pause = absl::ZeroDuration();
+  for (int round = 0;; ++round) {
+    // Start each round past the last peer looked at first, so no peer starves.
+    for (int i = 1; i < n; ++i) {
+      const int peer = (me + round + i) % n;
+      if (peer == me) continue;
+      BRAID_ASSIGN_OR_RETURN(std::optional<FrameHeader> next, transport.PeekFrame(peer));
+      if (!next.has_value() || next->kind != CollectiveKind::kSendRecv) continue;
+      BRAID_RETURN_IF_ERROR(RecvFrom(transport, args, peer, data));
+      return peer;
+    }
+    if (Expired(args.deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", me, ": receive from any source (",
+                                                      DescribeFrame(Header(args, 0)), "): no peer sent one"));
+    }
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      pause = std::min(absl::Milliseconds(1), std::max(absl::Microseconds(20), pause * 2));
+      absl::SleepFor(pause);
+    }
+  }
 }
 
 }  // namespace braid

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "collectives/scratch.h"
 #include "collectives/transport/frame.h"
@@ -24,6 +25,10 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
 absl::Status DisseminationBarrier(Transport& transport, const CollectiveArgs& args);
 absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data);
 absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<std::byte> data);
+// A receive from whichever peer's next frame is a point-to-point one (as
+// MPI_ANY_SOURCE): polls every peer's stream (Transport::PeekFrame), backing
+// off to sleeps, until one has sent or the deadline; returns that peer.
+absl::StatusOr<int> RecvFromAny(Transport& transport, const CollectiveArgs& args, absl::Span<std::byte> data);
 
 }  // namespace braid
 

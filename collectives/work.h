@@ -35,6 +35,9 @@ class Work {
   // The result once finished; kUnavailable ("still running") before.
   absl::Status status();
   uint64_t seq() const { return seq_; }
+  // The peer a finished receive came from (a receive from any source learns
+  // it when it runs); -1 before it finished, or for anything else.
+  int source_rank() const { return done_.load(std::memory_order_acquire) ? source_rank_ : -1; }
 
  private:
   friend class Communicator;
@@ -50,6 +53,7 @@ class Work {
   void Queued(std::shared_ptr<Event> done);
 
   const uint64_t seq_;
+  int source_rank_ = -1;  // written before Finish publishes done_
   absl::Mutex mu_;
   // Set once, after status_ (release): a finished Work is read without mu_.
   std::atomic<bool> done_{false};

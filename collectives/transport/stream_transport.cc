@@ -92,6 +92,25 @@ absl::StatusOr<OpId> StreamTransport::PostRecv(int peer, FrameHeader expected, a
   return Post(/*is_send=*/false, peer, expected, payload.data(), payload.size());
 }
 
+absl::StatusOr<std::optional<FrameHeader>> StreamTransport::PeekFrame(int peer) {
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  Peer& state = peers_[static_cast<size_t>(peer)];
+  if (!state.recvs.empty() || state.incoming_header_bytes != 0) return std::nullopt;  // a receive owns the stream
+  FrameHeader header;
+  absl::StatusOr<size_t> n = PeekSome(peer, AsWritableBytes(header));
+  if (!n.ok()) {
+    FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": ", PeerName(peer),
+                                                     " ended its stream")));
+    return state.failure;
+  }
+  if (*n < sizeof(header)) return std::nullopt;
+  if (header.magic == FrameHeader::kMagic && (header.flags & FrameHeader::kFlagAbort)) {
+    CheckForAbortNotice(peer, state);
+    return state.failure.ok() ? absl::StatusOr<std::optional<FrameHeader>>(std::nullopt) : state.failure;
+  }
+  return header;
+}
+
 absl::StatusOr<OpId> StreamTransport::Post(bool is_send, int peer, FrameHeader header, std::byte* data, size_t bytes) {
   BRAID_RETURN_IF_ERROR(CheckPeer(peer));
   header.magic = FrameHeader::kMagic;

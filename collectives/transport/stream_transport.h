@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@ class StreamTransport : public Transport {
  public:
   absl::StatusOr<OpId> PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) override;
   absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) override;
+  absl::StatusOr<std::optional<FrameHeader>> PeekFrame(int peer) override;
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   void Abort(const absl::Status& cause) override;
 

@@ -123,6 +123,15 @@ class Transport {
   // Queues a receive of the next frame from `peer`, which must match
   // `expected` (its byte count set from `payload`).
   virtual absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) = 0;
+  // Non-blocking: the header of the next frame `peer` has sent this rank, when
+  // it has arrived and no receive from `peer` is pending; nullopt otherwise.
+  // Nothing is consumed. What a receive from any source polls (an abort
+  // notice from the peer fails it here). kUnimplemented where the engine
+  // cannot look at a message before it is received.
+  virtual absl::StatusOr<std::optional<FrameHeader>> PeekFrame(int peer) {
+    (void)peer;
+    return absl::UnimplementedError(absl::StrCat(name(), " cannot receive from any source"));
+  }
   // Drives progress until every op in `ops` has completed, one failed (its
   // error is returned at once), or `deadline` passed. Each op id may be waited
   // for once; after an error the other ops in `ops` may still be pending.

@@ -284,8 +284,14 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  Fail("braid recv: a receive from any source is not supported (braid matches each receive with one named peer); "
-       "pass src");
+  const at::Tensor& tensor = Single(tensors, "recv");
+  CheckWritable(tensor, "recv", "the tensor");
+  const braid_buffer buffer = ToBuffer(tensor, Use::kMove, "recv");
+  const braid_call_options call = CallOptions(std::chrono::milliseconds(-1), /*async=*/true);
+  // The Work's sourceRank() is set when braid's receive finishes (Completion::Await).
+  return Issue(c10d::OpType::RECVANYSOURCE, "braid:recv_anysource", tensors, {tensor}, {}, [&](auto& works) {
+    PostOne(works, [&](braid_work** w) { return braid_recv(group_, &buffer, BRAID_ANY_SOURCE, &call, w); });
+  });
 }
 
 }  // namespace braid_torch

@@ -80,6 +80,8 @@ std::exception_ptr Completion::Await(Pending& next) {
   std::exception_ptr error;
   for (braid_work* work : next.works) {
     const braid_status status = braid_work_wait(work, -1);
+    // A receive names its peer (recvAnysource learns it only now).
+    if (const int source = braid_work_source(work); source >= 0 && next.handle) next.handle->set_source_rank(source);
     // braid_last_error() is per thread: read on the thread that got the status.
     if (status != BRAID_OK && !error) error = std::make_exception_ptr(std::runtime_error(braid_last_error()));
     braid_work_free(work);

@@ -44,7 +44,10 @@ class BraidWork : public c10d::Work {
   // once wait() returns the Future's value is there too. A Future callback
   // that throws neither keeps wait() from returning nor ends the thread.
   void Complete(std::exception_ptr error);
-  void set_source_rank(int rank) { source_rank_ = rank; }
+  void set_source_rank(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    source_rank_ = rank;
+  }
   // The error it failed with (null while running or after a success).
   std::exception_ptr error();
 

@@ -106,6 +106,31 @@ absl::Status RunConformance(Communicator& comm, Deadline deadline, const Conform
       BRAID_RETURN_IF_ERROR(ExpectEqual(in.data<int64_t>() + i, Value<int64_t>(from, i, ReduceOp::kSum), i, "recv"));
     }
   }
+  // Receives from any source: every other rank sends rank 0 its own rank;
+  // rank 0 gets each sender once, named by the Work (stream transports only).
+  const std::string transport = comm.transport_name();
+  if (suite.n > 1 && suite.device.is_cpu() && (transport == "shm" || transport == "tcp")) {
+    BRAID_ASSIGN_OR_RETURN(Tensor message, Tensor::Empty({5}, DType::kI32));
+    if (suite.me != 0) {
+      Fill<int32_t>(message, suite.me, ReduceOp::kSum);
+      BRAID_RETURN_IF_ERROR(suite.Run(comm.Send(message, 0)));
+    } else {
+      std::vector<int> seen(static_cast<size_t>(suite.n), 0);
+      for (int i = 1; i < suite.n; ++i) {
+        BRAID_ASSIGN_OR_RETURN(WorkHandle got, comm.Recv(message, Communicator::kAnySource));
+        BRAID_RETURN_IF_ERROR(got->Wait(suite.deadline));
+        const int from = got->source_rank();
+        if (from <= 0 || from >= suite.n || seen[static_cast<size_t>(from)]++ != 0) {
+          return absl::InternalError(absl::StrCat("receive from any source named rank ", from));
+        }
+        for (size_t e = 0; e < 5; ++e) {
+          BRAID_RETURN_IF_ERROR(
+              ExpectEqual(message.data<int32_t>() + e, Value<int32_t>(from, e, ReduceOp::kSum), e, "recv any"));
+        }
+      }
+    }
+    BRAID_RETURN_IF_ERROR(suite.Run(comm.Barrier()));
+  }
   if (full) {
     // 64 MiB a rank, every algorithm (pipelining and scratch reuse at scale).
     for (Algorithm algorithm : options.allreduce_algorithms) {
