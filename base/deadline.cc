@@ -32,4 +32,11 @@ int PollTimeoutMs(Deadline deadline) {
 
 absl::StatusOr<absl::Duration> DefaultTimeout() { return kTimeoutKnob.Seconds(); }
 
+absl::StatusOr<absl::Duration> ResolveTimeout(absl::optional<absl::Duration> own,
+                                              absl::optional<absl::Duration> inherited) {
+  if (own.has_value()) return *own;
+  if (inherited.has_value()) return *inherited;
+  return DefaultTimeout();
+}
+
 }  // namespace braid

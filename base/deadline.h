@@ -4,6 +4,7 @@
 #define BRAID_BASE_DEADLINE_H_
 
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -27,6 +28,12 @@ int PollTimeoutMs(Deadline deadline);
 
 // The default collective / rendezvous timeout: BRAID_TIMEOUT_SEC, 600 s unless set.
 absl::StatusOr<absl::Duration> DefaultTimeout();
+
+// The one timeout rule, for every object and call that waits: its own
+// timeout if given, else the one it inherits (a reducer its group's, a call
+// its communicator's), else DefaultTimeout().
+absl::StatusOr<absl::Duration> ResolveTimeout(absl::optional<absl::Duration> own,
+                                              absl::optional<absl::Duration> inherited = absl::nullopt);
 
 }  // namespace braid
 

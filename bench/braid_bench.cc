@@ -183,8 +183,7 @@ absl::Status Bench::GatherRankLines() {
   BRAID_RETURN_IF_ERROR(store.Set(absl::StrCat("braid_bench/rank/", env.rank),
                                   absl::StrCat(getpid(), " ", env.group_rank, " ", env.local_rank, " ", HostName())));
   if (env.rank != 0) return absl::OkStatus();
-  BRAID_ASSIGN_OR_RETURN(absl::Duration timeout, DefaultTimeout());
-  const Deadline deadline = DeadlineIn(timeout);
+  const Deadline deadline = DeadlineIn(group_.timeout());
   const std::string cpu = DescribeMachine().cpu_model;
   for (int r = 0; r < env.world_size; ++r) {
     BRAID_ASSIGN_OR_RETURN(std::string value, store.Get(absl::StrCat("braid_bench/rank/", r), deadline));

@@ -54,12 +54,7 @@ absl::Span<std::byte> Bytes(const Tensor& t) {
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_ptr<Transport> transport,
                                                                    CommunicatorOptions options) {
   if (!transport) return absl::InvalidArgumentError("Communicator::Create without a transport");
-  absl::Duration timeout;
-  if (options.timeout.has_value()) {
-    timeout = *options.timeout;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(timeout, DefaultTimeout());
-  }
+  BRAID_ASSIGN_OR_RETURN(const absl::Duration timeout, ResolveTimeout(options.timeout));
   BRAID_ASSIGN_OR_RETURN(Algorithm env_algorithm, ParseAlgorithm(kAlgoKnob.String()));
   size_t inline_bytes = kDefaultInlineBytes;
   if (options.inline_bytes.has_value()) {

@@ -67,11 +67,7 @@ absl::StatusOr<std::unique_ptr<ElasticGroup>> ElasticGroup::Create(const WorkerE
   ElasticGroup& e = *elastic;
   e.env_ = env;
   e.options_ = std::move(options);
-  if (e.options_.group.timeout.has_value()) {
-    e.timeout_ = *e.options_.group.timeout;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(e.timeout_, DefaultTimeout());
-  }
+  BRAID_ASSIGN_OR_RETURN(e.timeout_, ResolveTimeout(e.options_.group.timeout));
   e.options_.group.timeout = e.timeout_;
   e.id_ = env.rank;
   e.world0_ = env.world_size;

@@ -49,11 +49,7 @@ absl::Status ProcessGroup::HostStore(const JobSecret& secret, absl::string_view 
 }
 
 absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
-  if (options.timeout.has_value()) {
-    timeout_ = *options.timeout;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(timeout_, DefaultTimeout());
-  }
+  BRAID_ASSIGN_OR_RETURN(timeout_, ResolveTimeout(options.timeout));
   const Deadline deadline = DeadlineIn(timeout_);
 
   // The store: the launcher's, or one rank 0 hosts; with the job's secret

@@ -72,6 +72,9 @@ class ProcessGroup {
   int rank() const { return env_.rank; }
   int size() const { return env_.world_size; }
   const WorkerEnv& env() const { return env_; }
+  // The group's timeout (ResolveTimeout of its options): what its
+  // communicators and reducers wait at most, unless given their own.
+  absl::Duration timeout() const { return timeout_; }
   Communicator& comm() { return *comm_; }
   // The communicator for tensors on `device` (see the top): comm() for the
   // CPU; for a CUDA device, the NCCL communicator when there is one, else

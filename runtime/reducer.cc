@@ -51,12 +51,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
                                                      ") must be a defined, contiguous tensor"));
     }
   }
-  absl::Duration timeout;
-  if (options.timeout.has_value()) {
-    timeout = *options.timeout;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(timeout, DefaultTimeout());
-  }
+  BRAID_ASSIGN_OR_RETURN(const absl::Duration timeout, ResolveTimeout(options.timeout, group.timeout()));
   std::unique_ptr<Reducer> reducer(new Reducer(group, std::move(gradients), std::move(options), timeout));
   BRAID_RETURN_IF_ERROR(reducer->CheckRanksAgree());
   std::vector<int> order(reducer->vars_.size());

@@ -33,7 +33,7 @@
 //
 // Collective calls (every rank calls them, in the same order): Create,
 // PrepareForBackward (with uneven_inputs), Finalize, Join, BroadcastParameters.
-// Every wait has a deadline (options.timeout, default BRAID_TIMEOUT_SEC).
+// Every wait has a deadline (options.timeout, default the group's timeout).
 #ifndef BRAID_RUNTIME_REDUCER_H_
 #define BRAID_RUNTIME_REDUCER_H_
 
@@ -87,7 +87,7 @@ struct ReducerOptions {
   std::shared_ptr<CommHook> comm_hook;
   // Names for messages ("fc1.weight"); empty, or one per gradient.
   std::vector<std::string> parameter_names;
-  // Deadline of every wait; default BRAID_TIMEOUT_SEC.
+  // Deadline of every wait; default the group's (ProcessGroup::timeout()).
   absl::optional<absl::Duration> timeout;
   // Buckets on devices, as DDP on GPUs: a bucket whose device is this
   // communicator's (which must run on streams) is reduced there; else a
@@ -184,9 +184,12 @@ class Reducer {
   // Parameters unused on every rank in the last synchronized iteration.
   std::vector<int> unused_parameters() const;
   ReducerStats last_stats() const;
+  // How long any of its waits may take (ReducerOptions::timeout, else the group's).
+  absl::Duration timeout() const { return timeout_; }
 
   // Root's tensors to every rank's (matching shapes and dtypes on every
-  // rank; packed into one message per dtype). Collective, blocking.
+  // rank; packed into one message per dtype). Collective, blocking; at most
+  // `timeout`, default the group's.
   static absl::Status BroadcastParameters(ProcessGroup& group, absl::Span<const Tensor> parameters, int root,
                                           absl::optional<absl::Duration> timeout = absl::nullopt);
 

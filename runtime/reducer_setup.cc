@@ -280,12 +280,7 @@ absl::Status Reducer::BroadcastParameters(ProcessGroup& group, absl::Span<const 
   if (root < 0 || root >= group.size()) {
     return absl::InvalidArgumentError(absl::StrCat(where, "root ", root, " outside 0..", group.size() - 1));
   }
-  absl::Duration limit;
-  if (timeout.has_value()) {
-    limit = *timeout;
-  } else {
-    BRAID_ASSIGN_OR_RETURN(limit, DefaultTimeout());
-  }
+  BRAID_ASSIGN_OR_RETURN(const absl::Duration limit, ResolveTimeout(timeout, group.timeout()));
   // CUDA parameters are staged through host memory by Tensor::CopyFrom
   // (complete when it returns): work a stream still has queued on them must
   // be done first.

@@ -135,6 +135,17 @@ TEST_CASE("DefaultTimeout reads BRAID_TIMEOUT_SEC", "[base][env]") {
   }
 }
 
+TEST_CASE("ResolveTimeout: its own, else the inherited one, else BRAID_TIMEOUT_SEC", "[base][env]") {
+  testing::ScopedEnv env({"BRAID_TIMEOUT_SEC"});
+  env.Set("BRAID_TIMEOUT_SEC", "9");
+  CHECK(ResolveTimeout(absl::Seconds(2), absl::Seconds(5)).value() == absl::Seconds(2));
+  CHECK(ResolveTimeout(absl::nullopt, absl::Seconds(5)).value() == absl::Seconds(5));
+  CHECK(ResolveTimeout(absl::nullopt).value() == absl::Seconds(9));
+  env.Set("BRAID_TIMEOUT_SEC", "soon");
+  CHECK(ResolveTimeout(absl::Seconds(2)).value() == absl::Seconds(2));  // the environment is not read
+  CheckMalformed(ResolveTimeout(absl::nullopt).status(), "BRAID_TIMEOUT_SEC");
+}
+
 TEST_CASE("AllEnvKnobs lists every knob linked in, sorted by name", "[base][env]") {
   // Linking //base:logging and //base:deadline is not enough for a static
   // link to keep their objects: use something from each.

@@ -37,7 +37,8 @@ using ::braid::testing::RunRanks;
 using ::braid::testing::RunRanksOptions;
 
 // Runs fn as n worker processes, each with a ProcessGroup from InitFromEnv.
-std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext&, ProcessGroup&)> fn) {
+std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext&, ProcessGroup&)> fn,
+                                   absl::Duration group_timeout = absl::Seconds(30)) {
   const uint16_t port = UnusedPort();
   RunRanksOptions options;
   options.timeout = absl::Seconds(60);
@@ -52,7 +53,7 @@ std::vector<absl::Status> RunGroup(int n, std::function<absl::Status(RankContext
         ::setenv("MASTER_ADDR", "127.0.0.1", 1);
         ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
         ProcessGroupOptions pg;
-        pg.timeout = absl::Seconds(30);
+        pg.timeout = group_timeout;
         BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, InitFromEnv(pg));
         return fn(ctx, *group);
       },
@@ -463,6 +464,30 @@ TEST_CASE("Reducer: Finalize names gradients never marked and says what to do; e
     return ExpectError(rank, status, absl::StatusCode::kFailedPrecondition,
                        {"parameter 1 (b.weight, float32[4])", "never marked ready", "find_unused_parameters"});
   }));
+}
+
+TEST_CASE("Reducer: with no timeout of its own it waits at most its group's", "[runtime][reducer]") {
+  // The group's 3 s, not BRAID_TIMEOUT_SEC's 600 (the device streams' waits
+  // and the bucket waits of a hook with longer call deadlines use it).
+  REQUIRE_ALL_OK(RunGroup(
+      2,
+      [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+        BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make({{{64}, DType::kF32}}));
+        BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Reducer> inherits, Reducer::Create(group, grads.tensors, {}));
+        if (inherits->timeout() != absl::Seconds(3)) {
+          return Fail(ctx.rank(), absl::StrCat("the reducer's timeout is ", absl::FormatDuration(inherits->timeout()),
+                                               ", not its group's 3s"));
+        }
+        ReducerOptions own;
+        own.timeout = absl::Seconds(7);
+        BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Reducer> chosen, Reducer::Create(group, grads.tensors, own));
+        if (chosen->timeout() != absl::Seconds(7)) {
+          return Fail(ctx.rank(), absl::StrCat("the reducer's timeout is ", absl::FormatDuration(chosen->timeout()),
+                                               ", not its own 7s"));
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(3)));
 }
 
 TEST_CASE("Reducer: a new iteration before Finalize is DDP's 'expected to have finished reduction', explained",
