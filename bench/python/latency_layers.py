@@ -3,7 +3,8 @@
     braidrun --standalone --nproc-per-node=2 .venv/bin/python bench/python/latency_layers.py
 
 Rank 0 prints microseconds per call (3000 calls after 200 warm-up, one job) for braid's plain
-API, the backend's own method, dist.all_reduce, and the ProcessGroup method with asyncOp left true.
+API, the backend's own method, dist.all_reduce, and the ProcessGroup method with asyncOp left true;
+then how long an asynchronous call takes to return its Work (the backend's method, dist.all_reduce).
 """
 import time
 
@@ -40,4 +41,22 @@ bench("braid plain `group.all_reduce(t)`", lambda: group.all_reduce(t))
 bench("the backend's own `allreduce([t], asyncOp=False).wait()`", lambda: backend.allreduce([t], blocking).wait())
 bench("`dist.all_reduce(t)`", lambda: dist.all_reduce(t))
 bench("`pg.allreduce([t]).wait()` (asyncOp left true)", lambda: pg.allreduce([t]).wait())
+
+
+def bench_issue(name, issue, n=3000):
+    """Microseconds until an async call returns its Work (median and 90th percentile), waited for untimed."""
+    took = []
+    for i in range(200 + n):
+        start = time.perf_counter()
+        work = issue()
+        took.append(time.perf_counter() - start)
+        work.wait()
+    took = sorted(took[200:])
+    if dist.get_rank() == 0:
+        print(f"| {name}, returned (median; p90) | {took[n // 2] * 1e6:.1f}; {took[n * 9 // 10] * 1e6:.1f} |", flush=True)
+
+
+async_opts = dist.AllreduceOptions()
+bench_issue("the backend's own `allreduce([t])`, async", lambda: backend.allreduce([t], async_opts))
+bench_issue("`dist.all_reduce(t, async_op=True)`", lambda: dist.all_reduce(t, async_op=True))
 dist.destroy_process_group()
