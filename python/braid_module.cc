@@ -206,6 +206,8 @@ class Work {
     return done != 0;
   }
 
+  int Source() const { return braid_work_source(work_); }
+
  private:
   braid_work* work_;
   std::vector<Borrowed> arrays_;
@@ -352,7 +354,9 @@ PYBIND11_MODULE(_braid, m) {
   py::class_<Work>(m, "Work")
       .def("wait", &Work::Wait, py::arg("timeout") = py::none(),
            "Blocks until the collective is done and returns its output; raises braid.Error.")
-      .def("is_completed", &Work::IsCompleted);
+      .def("is_completed", &Work::IsCompleted)
+      .def_property_readonly("source", &Work::Source,
+                             "The rank a finished recv received from (recv without src learns it); -1 before.");
 
   py::class_<Group, std::shared_ptr<Group>>(m, "Group")
       .def(py::init<py::object, py::object>(), py::arg("timeout") = py::none(), py::arg("transport") = py::none())
@@ -443,13 +447,15 @@ PYBIND11_MODULE(_braid, m) {
           py::arg("x"), py::arg("dst"), py::arg("async_op") = false)
       .def(
           "recv",
-          [](Group& g, py::handle x, int src, bool async_op) {
+          [](Group& g, py::handle x, py::object src, bool async_op) {
+            // No src: from whichever rank sends first (shm, tcp); async_op's Work.source names it.
+            const int peer = src.is_none() ? BRAID_ANY_SOURCE : src.cast<int>();
             return g.InOut(x, py::none(), async_op, "recv",
-                           [src](braid_group* group, braid_buffer* buffer, braid_buffer*, braid_work** w) {
-                             return braid_recv(group, buffer, src, nullptr, w);
+                           [peer](braid_group* group, braid_buffer* buffer, braid_buffer*, braid_work** w) {
+                             return braid_recv(group, buffer, peer, nullptr, w);
                            });
           },
-          py::arg("x"), py::arg("src"), py::arg("async_op") = false)
+          py::arg("x"), py::arg("src") = py::none(), py::arg("async_op") = false)
       .def(
           "barrier",
           [](Group& g, bool async_op) {

@@ -68,6 +68,17 @@ if size > 1:
     group.recv(got, src=prv)
     sent.wait()
     assert np.array_equal(got, contribution(prv))
+    # Without src: rank 0 takes one message from each other rank, in whatever order they come.
+    if rank == 0:
+        senders = set()
+        for _ in range(size - 1):
+            work = group.recv(got, async_op=True)
+            work.wait()
+            assert np.array_equal(got, contribution(work.source)), work.source
+            senders.add(work.source)
+        assert senders == set(range(1, size)), senders
+    else:
+        group.send(contribution(rank), dst=0)
 
 # A 2-D view and a DLPack capsule go in too; a strided view is refused.
 m = np.stack([contribution(rank)] * 3)
