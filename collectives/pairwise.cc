@@ -108,15 +108,26 @@ absl::StatusOr<int> RecvFromAny(Transport& transport, const CollectiveArgs& args
   // a receive from any source is for control messages, not the fast path.
   absl::Duration pause = absl::ZeroDuration();
   for (int round = 0;; ++round) {
+    // A peer that has left (its stream ended) sends nothing more: look at
+    // the others, and fail only when every one has left. An abort notice fails at once.
+    absl::Status gone;
+    int left = 0;
     // Start each round past the last peer looked at first, so no peer starves.
     for (int i = 1; i < n; ++i) {
       const int peer = (me + round + i) % n;
       if (peer == me) continue;
-      BRAID_ASSIGN_OR_RETURN(std::optional<FrameHeader> next, transport.PeekFrame(peer));
-      if (!next.has_value() || next->kind != CollectiveKind::kSendRecv) continue;
+      absl::StatusOr<std::optional<FrameHeader>> next = transport.PeekFrame(peer);
+      if (!next.ok() && absl::IsUnavailable(next.status())) {
+        gone = next.status();
+        ++left;
+        continue;
+      }
+      if (!next.ok()) return next.status();
+      if (!next->has_value() || (*next)->kind != CollectiveKind::kSendRecv) continue;
       BRAID_RETURN_IF_ERROR(RecvFrom(transport, args, peer, data));
       return peer;
     }
+    if (left == n - 1) return gone;
     if (Expired(args.deadline)) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", me, ": receive from any source (",
                                                       DescribeFrame(Header(args, 0)), "): no peer sent one"));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/cpu.h"
+#include "base/deadline.h"
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/logging.h"
@@ -26,6 +27,11 @@ constexpr int kPausePolls = 256;
 
 // An abort frame's text is short; longer is a corrupt stream.
 constexpr size_t kMaxAbortText = 4096;
+
+// A rank that comes back to a peer after this long may be past the peer's
+// deadline (timeouts are seconds): its first receive looks for an abort notice
+// behind the frame. Collectives back to back never pay for the look.
+constexpr absl::Duration kPauseBeforeAbortCheck = absl::Milliseconds(100);
 
 absl::Span<const std::byte> HeaderBytes(const FrameHeader& header) {
   return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(&header), sizeof(header));
@@ -101,13 +107,10 @@ absl::StatusOr<std::optional<FrameHeader>> StreamTransport::PeekFrame(int peer) 
   if (!n.ok()) {
     FailPeer(peer, Annotate(n.status(), absl::StrCat("rank ", rank(), ": ", name(), ": ", PeerName(peer),
                                                      " ended its stream")));
-    return state.failure;
+    return state.failure;  // kUnavailable, unless it left an abort notice
   }
   if (*n < sizeof(header)) return std::nullopt;
-  if (header.magic == FrameHeader::kMagic && (header.flags & FrameHeader::kFlagAbort)) {
-    CheckForAbortNotice(peer, state);
-    return state.failure.ok() ? absl::StatusOr<std::optional<FrameHeader>>(std::nullopt) : state.failure;
-  }
+  if (TakeAbortNotice(peer, state, header, *n)) return state.failure;
   return header;
 }
 
@@ -223,7 +226,10 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
         FailReceive(peer, op, n.status());
         return true;
       }
-      if (*n == 0) break;
+      if (*n == 0) {
+        op.waited = true;
+        break;
+      }
       moved = true;
       state.incoming_header_bytes += *n;
       if (state.incoming_header_bytes < kFrameHeaderBytes) continue;
@@ -247,19 +253,42 @@ bool StreamTransport::ProgressRecvs(int peer, Peer& state) {
         FailReceive(peer, op, n.status());
         return true;
       }
-      if (*n == 0) break;
+      if (*n == 0) {
+        op.waited = true;
+        break;
+      }
       moved = true;
       op.done += *n;
     }
     if (op.done == op.bytes) {
       const OpId id = state.recvs.front();
+      const bool was_waiting = op.waited;
       state.recvs.pop_front();
       state.incoming_header_bytes = 0;
       state.header_checked = false;
+      const absl::Time now = CoarseNow();
+      const bool after_a_pause = now - state.last_received > kPauseBeforeAbortCheck;
+      state.last_received = now;
+      // The whole frame was already here after this rank had been away: it
+      // may be late, and the peer may have given up on the collective after
+      // sending it (its deadline). Its abort notice then follows the frame,
+      // and this receive fails with it instead of completing a collective
+      // the peer failed. (Not after every receive: a peek is a system call.)
+      if (!was_waiting && after_a_pause && state.recvs.empty() && AbortNoticeFollows(peer, state)) {
+        Complete(id, state.failure);
+        return true;
+      }
       Complete(id, absl::OkStatus());
     }
   }
   return moved;
+}
+
+bool StreamTransport::AbortNoticeFollows(int peer, Peer& state) {
+  FrameHeader header;
+  absl::StatusOr<size_t> n = PeekSome(peer, AsWritableBytes(header));
+  // A stream that ended (the peer finished and left) is no notice: the frame stands.
+  return n.ok() && TakeAbortNotice(peer, state, header, *n);
 }
 
 bool StreamTransport::CheckForAbortNotice(int peer, Peer& state) {
@@ -271,11 +300,15 @@ bool StreamTransport::CheckForAbortNotice(int peer, Peer& state) {
                                                      " ended its stream while this rank was sending to it")));
     return true;
   }
-  if (*n < sizeof(header) || header.magic != FrameHeader::kMagic || !(header.flags & FrameHeader::kFlagAbort)) {
+  return TakeAbortNotice(peer, state, header, *n);
+}
+
+bool StreamTransport::TakeAbortNotice(int peer, Peer& state, const FrameHeader& peeked, size_t peeked_bytes) {
+  if (peeked_bytes < sizeof(peeked) || peeked.magic != FrameHeader::kMagic || !(peeked.flags & FrameHeader::kFlagAbort)) {
     return false;  // nothing, or a frame for a later receive
   }
   absl::StatusOr<size_t> taken = ReadSome(peer, AsWritableBytes(state.incoming));
-  if (!taken.ok() || *taken != sizeof(header)) return false;
+  if (!taken.ok() || *taken != sizeof(peeked)) return false;
   HandleAbortFrame(peer, state);
   return true;
 }

@@ -103,6 +103,7 @@ class StreamTransport : public Transport {
     std::byte* data = nullptr;     // payload (only read for a send)
     size_t bytes = 0;              // payload bytes
     size_t done = 0;               // bytes moved (a send counts its header too)
+    bool waited = false;           // a receive found its stream empty at some point
     bool complete = false;
     absl::Status status;
   };
@@ -114,6 +115,7 @@ class StreamTransport : public Transport {
     bool header_checked = false;   // incoming header matched the front receive
     absl::Status failure;          // set once the stream to this peer broke
     bool send_cut = false;         // a frame to this peer was failed mid-way: nothing can follow it
+    absl::Time last_received;      // when a receive from this peer last completed (CoarseNow)
   };
 
   // The part of a send's frame (header, payload) not yet on the wire.
@@ -129,6 +131,12 @@ class StreamTransport : public Transport {
   // With sends but no receives pending for `peer`, nothing reads its stream:
   // look there for an abort notice (or its end). Returns whether it failed the peer.
   bool CheckForAbortNotice(int peer, Peer& state);
+  // After a receive that never waited: whether an abort notice is next in
+  // `peer`'s stream (read and handled: the peer is failed with it).
+  bool AbortNoticeFollows(int peer, Peer& state);
+  // Reads and handles the abort notice `peeked` (the first `peeked_bytes` of
+  // `peer`'s stream) when it is one; returns whether it was.
+  bool TakeAbortNotice(int peer, Peer& state, const FrameHeader& peeked, size_t peeked_bytes);
   void FailPeer(int peer, const absl::Status& status);
   // A receive from `peer` hit a broken stream: fail the peer, naming the frame.
   void FailReceive(int peer, const Op& op, const absl::Status& status);

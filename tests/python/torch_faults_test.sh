@@ -42,6 +42,7 @@ die 3 tcp
 ddp-die 3 shm
 hook-die 2 shm
 late 2 shm
+late 2 tcp
 late 3 tcp
 CASES
 exit $failed
