@@ -118,13 +118,7 @@ absl::StatusOr<OpId> StreamTransport::Post(bool is_send, int peer, FrameHeader h
   BRAID_RETURN_IF_ERROR(CheckPeer(peer));
   header.magic = FrameHeader::kMagic;
   header.bytes = bytes;
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.is_send = is_send;
-  op.peer = peer;
-  op.header = header;
-  op.data = data;
-  op.bytes = bytes;
+  const OpId id = ops_.Add(is_send, peer, header, data, bytes).first;
   Peer& state = peers_[static_cast<size_t>(peer)];
   (is_send ? state.sends : state.recvs).push_back(id);
   return id;
@@ -323,29 +317,15 @@ bool StreamTransport::Progress(int peer) {
 }
 
 std::string StreamTransport::DescribePending(absl::Span<const OpId> ops) const {
-  std::string text;
-  int listed = 0;
-  for (OpId id : ops) {
-    auto it = ops_.find(id);
-    if (it == ops_.end() || it->second.complete) continue;
-    const Op& op = it->second;
-    if (listed++ == 4) {
-      absl::StrAppend(&text, "; ...");
-      break;
-    }
-    absl::StrAppend(&text, listed > 1 ? "; " : "", op.is_send ? "send to " : "receive from ", PeerName(op.peer),
-                    " of ", DescribeFrame(op.header), " (", op.done, " of ",
-                    op.bytes + (op.is_send ? kFrameHeaderBytes : 0), " bytes moved)");
-  }
-  return text;
+  return ops_.DescribePending(
+      ops, [this](int peer) { return PeerName(peer); },
+      [](const Op& op) {
+        return absl::StrCat(" (", op.done, " of ", op.bytes + (op.is_send ? kFrameHeaderBytes : 0), " bytes moved)");
+      });
 }
 
 absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline) {
-  for (OpId id : ops) {
-    if (!ops_.contains(id)) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
-    }
-  }
+  BRAID_RETURN_IF_ERROR(ops_.CheckWaitable(ops, rank()));
   SpinWait spin = NewSpinWait();
   std::vector<Interest> interests;
   while (true) {
@@ -357,7 +337,7 @@ absl::Status StreamTransport::Wait(absl::Span<const OpId> ops, Deadline deadline
       moved |= Progress(peer);
     }
     // Done, or failed?
-    if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
+    if (std::optional<absl::Status> outcome = ops_.Collect(ops)) return *outcome;
     if (moved) {
       spin.Progressed();
       continue;

@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
+#include "collectives/transport/op_table.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -96,16 +96,9 @@ class StreamTransport : public Transport {
   void FailAllPending(const absl::Status& status);
 
  private:
-  struct Op {
-    bool is_send = false;
-    int peer = 0;
-    FrameHeader header;            // sent, or expected
-    std::byte* data = nullptr;     // payload (only read for a send)
-    size_t bytes = 0;              // payload bytes
-    size_t done = 0;               // bytes moved (a send counts its header too)
-    bool waited = false;           // a receive found its stream empty at some point
-    bool complete = false;
-    absl::Status status;
+  struct Op : OpRecord {
+    size_t done = 0;      // bytes moved (a send counts its header too)
+    bool waited = false;  // a receive found its stream empty at some point
   };
   struct Peer {
     std::deque<OpId> sends;        // in posting order; front is on the wire
@@ -145,8 +138,7 @@ class StreamTransport : public Transport {
 
   absl::Duration spin_;
   bool yield_while_spinning_;
-  OpId next_id_ = 1;
-  absl::flat_hash_map<OpId, Op> ops_;
+  OpTable<Op> ops_;
   std::vector<Peer> peers_;
   absl::Status aborted_;  // non-OK once Abort ran
 };

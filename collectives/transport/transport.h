@@ -173,29 +173,6 @@ class Transport {
   int size_;
 };
 
-// For implementations' Wait: once every op in `ids` has completed (OK), or
-// one has failed, forgets the completed ones and returns that outcome (the
-// first failure wins); otherwise nullopt and nothing is forgotten. `ops` maps
-// OpId to a record with `bool complete` and `absl::Status status`.
-template <typename OpMap>
-std::optional<absl::Status> CollectWaited(OpMap& ops, absl::Span<const OpId> ids) {
-  bool all_complete = true;
-  for (OpId id : ids) {
-    const auto& op = ops.at(id);
-    if (op.complete && !op.status.ok()) {
-      absl::Status status = op.status;
-      for (OpId other : ids) {
-        if (ops.at(other).complete) ops.erase(other);
-      }
-      return status;
-    }
-    all_complete &= op.complete;
-  }
-  if (!all_complete) return std::nullopt;
-  for (OpId id : ids) ops.erase(id);
-  return absl::OkStatus();
-}
-
 }  // namespace braid
 
 #endif  // BRAID_COLLECTIVES_TRANSPORT_TRANSPORT_H_

@@ -127,13 +127,7 @@ absl::StatusOr<OpId> MpiTransport::PostSend(int peer, FrameHeader header, absl::
   BRAID_RETURN_IF_ERROR(CheckPeer(peer));
   header.magic = FrameHeader::kMagic;
   header.bytes = payload.size();
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.is_send = true;
-  op.peer = peer;
-  op.header = header;
-  op.data = const_cast<std::byte*>(payload.data());
-  op.bytes = payload.size();
+  auto [id, op] = ops_.Add(/*is_send=*/true, peer, header, const_cast<std::byte*>(payload.data()), payload.size());
   const bool inline_payload = op.bytes <= options_.inline_bytes;
   op.staging.resize(kFrameHeaderBytes + (inline_payload ? op.bytes : 0));
   std::memcpy(op.staging.data(), &header, kFrameHeaderBytes);
@@ -150,7 +144,7 @@ absl::StatusOr<OpId> MpiTransport::PostSend(int peer, FrameHeader header, absl::
     const absl::Status failure = absl::UnavailableError(absl::StrCat(
         "rank ", rank(), ": mpi: MPI_Isend to peer ", peer, " of ", DescribeFrame(header), ": ", MpiErrorText(rc)));
     FailPeer(peer, failure);
-    ops_.erase(id);
+    ops_.Erase(id);
     return failure;
   }
   return id;
@@ -160,12 +154,7 @@ absl::StatusOr<OpId> MpiTransport::PostRecv(int peer, FrameHeader expected, absl
   BRAID_RETURN_IF_ERROR(CheckPeer(peer));
   expected.magic = FrameHeader::kMagic;
   expected.bytes = payload.size();
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.peer = peer;
-  op.header = expected;
-  op.data = payload.data();
-  op.bytes = payload.size();
+  auto [id, op] = ops_.Add(/*is_send=*/false, peer, expected, payload.data(), payload.size());
   // Room for any frame's first message, so a mismatched one is still read and described.
   op.staging.resize(kFrameHeaderBytes + options_.inline_bytes);
   const int rc = MPI_Irecv(op.staging.data(), static_cast<int>(op.staging.size()), MPI_BYTE, peer, kFrameTag, comm_,
@@ -175,7 +164,7 @@ absl::StatusOr<OpId> MpiTransport::PostRecv(int peer, FrameHeader expected, absl
     const absl::Status failure = absl::UnavailableError(absl::StrCat(
         "rank ", rank(), ": mpi: MPI_Irecv from peer ", peer, " of ", DescribeFrame(expected), ": ", MpiErrorText(rc)));
     FailPeer(peer, failure);
-    ops_.erase(id);
+    ops_.Erase(id);
     return failure;
   }
   return id;
@@ -381,34 +370,21 @@ void MpiTransport::AdvanceReceives(int peer) {
 }
 
 std::string MpiTransport::DescribePending(absl::Span<const OpId> ops) const {
-  std::string text;
-  int listed = 0;
-  for (OpId id : ops) {
-    auto it = ops_.find(id);
-    if (it == ops_.end() || it->second.complete) continue;
-    const Op& op = it->second;
-    if (listed++ == 4) {
-      absl::StrAppend(&text, "; ...");
-      break;
-    }
-    const char* stage = op.is_send ? "" : (op.header_checked ? " (header arrived, payload pending)" : " (no header yet)");
-    absl::StrAppend(&text, listed > 1 ? "; " : "", op.is_send ? "send to peer " : "receive from peer ", op.peer,
-                    " of ", DescribeFrame(op.header), stage);
-  }
-  return text;
+  return ops_.DescribePending(
+      ops, [](int peer) { return absl::StrCat("peer ", peer); },
+      [](const Op& op) -> const char* {
+        if (op.is_send) return "";
+        return op.header_checked ? " (header arrived, payload pending)" : " (no header yet)";
+      });
 }
 
 absl::Status MpiTransport::Wait(absl::Span<const OpId> ops, Deadline deadline) {
-  for (OpId id : ops) {
-    if (!ops_.contains(id)) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
-    }
-  }
+  BRAID_RETURN_IF_ERROR(ops_.CheckWaitable(ops, rank()));
   MpiPoller poller;
   while (true) {
     absl::StatusOr<bool> moved = Progress();
     if (!moved.ok()) FailAllPending(moved.status());
-    if (std::optional<absl::Status> outcome = CollectWaited(ops_, ops)) return *outcome;
+    if (std::optional<absl::Status> outcome = ops_.Collect(ops)) return *outcome;
     if (moved.ok() && *moved) {
       poller.Progressed();
       continue;

@@ -50,7 +50,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
@@ -58,6 +57,7 @@
 #include "collectives/transport/bootstrap.h"
 #include "collectives/transport/mpi/mpi_runtime.h"
 #include "collectives/transport/native_collectives.h"
+#include "collectives/transport/op_table.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -108,19 +108,12 @@ class MpiTransport final : public Transport, public NativeCollectives {
                               absl::Span<std::byte> output) override;
 
  private:
-  struct Op {
-    bool is_send = false;
-    int peer = 0;
-    FrameHeader header;                // sent, or expected
-    std::byte* data = nullptr;         // the caller's payload
-    size_t bytes = 0;
+  struct Op : OpRecord {
     std::vector<std::byte> staging;    // the header message (and an inline payload)
     MPI_Request first = MPI_REQUEST_NULL;
     std::vector<MPI_Request> payload;  // a large payload's messages
     int first_bytes = -1;              // receive: the header message's size once it arrived
     bool header_checked = false;       // receive: header matched, payload posted or copied
-    bool complete = false;
-    absl::Status status;
   };
   // Where a request polled by Testsome belongs.
   struct Slot {
@@ -159,8 +152,8 @@ class MpiTransport final : public Transport, public NativeCollectives {
 
   MPI_Comm comm_;
   const MpiTransportOptions options_;
-  OpId next_id_ = 1;
-  absl::node_hash_map<OpId, Op> ops_;
+  // Stable: MPI writes each request's completion into the record.
+  OpTable<Op, /*kStableAddresses=*/true> ops_;
   std::vector<std::deque<OpId>> sends_;  // per peer, posting order
   std::vector<std::deque<OpId>> recvs_;
   std::vector<absl::Status> peer_failure_;

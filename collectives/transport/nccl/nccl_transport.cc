@@ -215,7 +215,7 @@ NcclTransport::~NcclTransport() {
     }
     comm_ = nullptr;
   }
-  ops_.clear();  // the launches' memory, now that no kernel can use it
+  ops_.Clear();  // the launches' memory, now that no kernel can use it
   if (event_ != nullptr) cudaEventDestroy(event_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (device_scratch_ != nullptr) cudaFree(device_scratch_);
@@ -321,13 +321,7 @@ absl::StatusOr<OpId> NcclTransport::PostSend(int peer, FrameHeader header, absl:
   }
   header.magic = FrameHeader::kMagic;
   header.bytes = payload.size();
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.is_send = true;
-  op.peer = peer;
-  op.header = header;
-  op.data = const_cast<std::byte*>(payload.data());
-  op.bytes = payload.size();
+  const OpId id = ops_.Add(/*is_send=*/true, peer, header, const_cast<std::byte*>(payload.data()), payload.size()).first;
   unlaunched_.push_back(id);
   return id;
 }
@@ -339,12 +333,7 @@ absl::StatusOr<OpId> NcclTransport::PostRecv(int peer, FrameHeader expected, abs
   }
   expected.magic = FrameHeader::kMagic;
   expected.bytes = payload.size();
-  const OpId id = next_id_++;
-  Op& op = ops_[id];
-  op.peer = peer;
-  op.header = expected;
-  op.data = payload.data();
-  op.bytes = payload.size();
+  const OpId id = ops_.Add(/*is_send=*/false, peer, expected, payload.data(), payload.size()).first;
   unlaunched_.push_back(id);
   return id;
 }
@@ -402,9 +391,9 @@ void NcclTransport::CompleteLaunch(const std::shared_ptr<Launch>& launch, absl::
   launch->done = true;
   const auto* host = static_cast<const std::byte*>(launch->host_headers);
   for (OpId id : launch->ops) {
-    auto it = ops_.find(id);
-    if (it == ops_.end() || it->second.complete) continue;
-    Op& op = it->second;
+    Op* found = ops_.Find(id);
+    if (found == nullptr || found->complete) continue;
+    Op& op = *found;
     op.complete = true;
     if (!status.ok() || op.is_send) {
       op.status = status;
@@ -418,17 +407,13 @@ void NcclTransport::CompleteLaunch(const std::shared_ptr<Launch>& launch, absl::
 }
 
 absl::Status NcclTransport::Wait(absl::Span<const OpId> ids, Deadline deadline) {
-  for (OpId id : ids) {
-    if (!ops_.contains(id)) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": Wait on unknown or already waited op ", id));
-    }
-  }
-  if (std::optional<absl::Status> outcome = CollectWaited(ops_, ids)) return *outcome;
+  BRAID_RETURN_IF_ERROR(ops_.CheckWaitable(ids, rank()));
+  if (std::optional<absl::Status> outcome = ops_.Collect(ids)) return *outcome;
   absl::Status usable = CheckUsable();
   if (usable.ok()) usable = LaunchPending(deadline);
   if (!usable.ok()) {
     Fail(usable).IgnoreError();
-    return *CollectWaited(ops_, ids);
+    return *ops_.Collect(ids);
   }
   for (OpId id : ids) {
     Op& op = ops_.at(id);
@@ -440,11 +425,11 @@ absl::Status NcclTransport::Wait(absl::Span<const OpId> ids, Deadline deadline) 
     if (!status.ok()) {
       // Fail() completed every op with kAborted; the waited one says why.
       op.status = status;
-      return *CollectWaited(ops_, ids);
+      return *ops_.Collect(ids);
     }
     CompleteLaunch(launch, absl::OkStatus());
   }
-  return *CollectWaited(ops_, ids);
+  return *ops_.Collect(ids);
 }
 
 }  // namespace braid

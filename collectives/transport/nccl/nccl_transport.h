@@ -62,13 +62,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
 #include "collectives/transport/bootstrap.h"
 #include "collectives/transport/device_link.h"
+#include "collectives/transport/op_table.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -111,16 +111,9 @@ class NcclTransport final : public Transport {
   // Device and pinned host memory for one launch of point-to-point ops'
   // headers, and the event that marks the launch done.
   struct Launch;
-  struct Op {
-    bool is_send = false;
-    int peer = 0;
-    FrameHeader header;  // sent, or expected
-    std::byte* data = nullptr;
-    size_t bytes = 0;
+  struct Op : OpRecord {
     std::shared_ptr<Launch> launch;  // null until Wait launched it
     size_t slot = 0;                 // its header's slot in the launch
-    bool complete = false;
-    absl::Status status;
   };
 
   NcclTransport(int rank, int size, int device, NcclTransportOptions options, bool nccl_avg);
@@ -164,8 +157,8 @@ class NcclTransport final : public Transport {
   absl::Status aborted_;  // non-OK once aborted or failed
   DeviceRuntime* runtime_ = nullptr;  // the device's (Prepare)
   std::unique_ptr<DeviceLink> link_;  // a Link (nccl_native.cc)
-  OpId next_id_ = 1;
-  absl::node_hash_map<OpId, Op> ops_;
+  // Stable: a launch's records are read while later ops are posted.
+  OpTable<Op, /*kStableAddresses=*/true> ops_;
   std::vector<OpId> unlaunched_;
 };
 
