@@ -26,8 +26,6 @@ namespace braid {
 // segment is being reduced.
 inline constexpr size_t kSlots = 4;
 
-inline FrameHeader Header(const CollectiveArgs& args, uint32_t tag) { return CollectiveHeader(args, tag); }
-
 // Element range -> bytes.
 template <typename Span>
 Span Slice(Span span, const Range& range, size_t element_size) {
@@ -85,9 +83,8 @@ class SlottedReceiver {
   absl::Span<std::byte> SlotOf(size_t index) { return slots_.subspan((index % kSlots) * slot_bytes_, slot_bytes_); }
 
   absl::Status Post(size_t index) {
-    BRAID_ASSIGN_OR_RETURN(ops_[index % kSlots],
-                           transport_.PostRecv(peer_, Header(args_, items_[index].tag),
-                                               SlotOf(index).subspan(0, items_[index].bytes)));
+    BRAID_ASSIGN_OR_RETURN(ops_[index % kSlots], transport_.PostRecv(peer_, CollectiveHeader(args_, items_[index].tag),
+                                                                     SlotOf(index).subspan(0, items_[index].bytes)));
     return absl::OkStatus();
   }
 

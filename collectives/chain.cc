@@ -24,7 +24,7 @@ absl::Status ChainBroadcast(Transport& transport, const CollectiveArgs& args, ab
   std::vector<OpId> recvs, sends;
   if (position > 0) {
     for (size_t j = 0; j < segments; ++j) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(previous, Header(args, StepTag(0, j)),
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(previous, CollectiveHeader(args, StepTag(0, j)),
                                                          Slice(buffer, SegmentRange(all, seg, j), es)));
       recvs.push_back(id);
     }
@@ -32,7 +32,7 @@ absl::Status ChainBroadcast(Transport& transport, const CollectiveArgs& args, ab
   for (size_t j = 0; j < segments; ++j) {
     if (position > 0) BRAID_RETURN_IF_ERROR(transport.Wait({recvs[j]}, args.deadline));
     if (next < 0) continue;
-    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(next, Header(args, StepTag(0, j)),
+    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(next, CollectiveHeader(args, StepTag(0, j)),
                                                        Slice(buffer, SegmentRange(all, seg, j), es)));
     sends.push_back(id);
   }
@@ -58,7 +58,7 @@ absl::Status ChainReduce(Transport& transport, const CollectiveArgs& args, absl:
   std::vector<OpId> sends;
   if (from < 0) {
     for (size_t j = 0; j < segments; ++j) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(to, Header(args, StepTag(0, j)),
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(to, CollectiveHeader(args, StepTag(0, j)),
                                                          Slice(input, SegmentRange(all, seg, j), es)));
       sends.push_back(id);
     }
@@ -81,7 +81,7 @@ absl::Status ChainReduce(Transport& transport, const CollectiveArgs& args, absl:
       if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, dst, n);
       continue;
     }
-    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(to, Header(args, StepTag(0, j)), dst));
+    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(to, CollectiveHeader(args, StepTag(0, j)), dst));
     sends.push_back(id);
   }
   return transport.Wait(sends, args.deadline);

@@ -37,8 +37,8 @@ absl::Status OneShotAllReduce(Transport& transport, const CollectiveArgs& args, 
   for (int k = 1; k < n; ++k) {  // staggered, so no peer gets everyone's send at once
     const int to = (me + k) % n;
     const int from = (me - k + n) % n;
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(from, Header(args, StepTag(0, 0)), slot(from)));
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(to, Header(args, StepTag(0, 0)), input));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(from, CollectiveHeader(args, StepTag(0, 0)), slot(from)));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(to, CollectiveHeader(args, StepTag(0, 0)), input));
     ops.push_back(r);
     ops.push_back(s);
   }
@@ -58,8 +58,8 @@ absl::Status DisseminationBarrier(Transport& transport, const CollectiveArgs& ar
   const int me = transport.rank();
   uint32_t round = 0;
   for (int distance = 1; distance < n; distance *= 2, ++round) {
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend((me + distance) % n, Header(args, round), {}));
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv((me - distance + n) % n, Header(args, round), {}));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend((me + distance) % n, CollectiveHeader(args, round), {}));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv((me - distance + n) % n, CollectiveHeader(args, round), {}));
     BRAID_RETURN_IF_ERROR(transport.Wait({s, r}, args.deadline));
   }
   return absl::OkStatus();
@@ -79,8 +79,8 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
     // Staggered so every rank starts with a different partner.
     const int to = (me + k) % n;
     const int from = (me - k + n) % n;
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(from, Header(args, 0), Slice(output, block(from), es)));
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(to, Header(args, 0), Slice(input, block(to), es)));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(from, CollectiveHeader(args, 0), Slice(output, block(from), es)));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(to, CollectiveHeader(args, 0), Slice(input, block(to), es)));
     ops.push_back(r);
     ops.push_back(s);
   }
@@ -90,13 +90,13 @@ absl::Status PairwiseAllToAll(Transport& transport, const CollectiveArgs& args, 
 
 absl::Status SendTo(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<const std::byte> data) {
   BRAID_RETURN_IF_ERROR(CheckBytes(args, data.size(), args.count, "send buffer"));
-  BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(peer, Header(args, 0), data));
+  BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(peer, CollectiveHeader(args, 0), data));
   return transport.Wait({id}, args.deadline);
 }
 
 absl::Status RecvFrom(Transport& transport, const CollectiveArgs& args, int peer, absl::Span<std::byte> data) {
   BRAID_RETURN_IF_ERROR(CheckBytes(args, data.size(), args.count, "receive buffer"));
-  BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(peer, Header(args, 0), data));
+  BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(peer, CollectiveHeader(args, 0), data));
   return transport.Wait({id}, args.deadline);
 }
 
@@ -130,7 +130,7 @@ absl::StatusOr<int> RecvFromAny(Transport& transport, const CollectiveArgs& args
     if (left == n - 1) return gone;
     if (Expired(args.deadline)) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", me, ": receive from any source (",
-                                                      DescribeFrame(Header(args, 0)), "): no peer sent one"));
+                                                      DescribeFrame(CollectiveHeader(args, 0)), "): no peer sent one"));
     }
     if (round < 64) {
       std::this_thread::yield();

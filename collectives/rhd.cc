@@ -23,12 +23,12 @@ absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl
   BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> incoming, scratch.Get(args.count * es));
 
   if (role.folded) {
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(role.partner, Header(args, StepTag(0, 0)), output));
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(role.partner, Header(args, StepTag(1000, 0)), output));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(role.partner, CollectiveHeader(args, StepTag(0, 0)), output));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(role.partner, CollectiveHeader(args, StepTag(1000, 0)), output));
     return transport.Wait({s, r}, args.deadline);
   }
   if (role.partner >= 0) {
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(role.partner, Header(args, StepTag(0, 0)), incoming));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(role.partner, CollectiveHeader(args, StepTag(0, 0)), incoming));
     BRAID_RETURN_IF_ERROR(transport.Wait({r}, args.deadline));
     HostReduce(args.dtype, args.op, output, output, incoming);
   }
@@ -47,8 +47,9 @@ absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl
     const bool keep_low = (v & mask) == 0;
     const Range keep = keep_low ? span_of(lo, mid) : span_of(mid, hi);
     const Range give = keep_low ? span_of(mid, hi) : span_of(lo, mid);
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(partner, Header(args, StepTag(step, 0)), Slice(output, give, es)));
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(partner, Header(args, StepTag(step, 0)),
+    BRAID_ASSIGN_OR_RETURN(
+        OpId s, transport.PostSend(partner, CollectiveHeader(args, StepTag(step, 0)), Slice(output, give, es)));
+    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(partner, CollectiveHeader(args, StepTag(step, 0)),
                                                       incoming.subspan(0, keep.length * es)));
     BRAID_RETURN_IF_ERROR(transport.Wait({s, r}, args.deadline));
     absl::Span<std::byte> dst = Slice(output, keep, es);
@@ -62,13 +63,15 @@ absl::Status RhdAllReduce(Transport& transport, const CollectiveArgs& args, absl
     const bool low = (v & mask) == 0;
     const Range mine = span_of(lo, hi);
     const Range theirs = low ? span_of(hi, hi + width) : span_of(lo - width, lo);
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(partner, Header(args, StepTag(step, 0)), Slice(output, mine, es)));
-    BRAID_ASSIGN_OR_RETURN(OpId r, transport.PostRecv(partner, Header(args, StepTag(step, 0)), Slice(output, theirs, es)));
+    BRAID_ASSIGN_OR_RETURN(
+        OpId s, transport.PostSend(partner, CollectiveHeader(args, StepTag(step, 0)), Slice(output, mine, es)));
+    BRAID_ASSIGN_OR_RETURN(
+        OpId r, transport.PostRecv(partner, CollectiveHeader(args, StepTag(step, 0)), Slice(output, theirs, es)));
     BRAID_RETURN_IF_ERROR(transport.Wait({s, r}, args.deadline));
     if (low) hi += width; else lo -= width;
   }
   if (role.partner >= 0) {
-    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(role.partner, Header(args, StepTag(1000, 0)), output));
+    BRAID_ASSIGN_OR_RETURN(OpId s, transport.PostSend(role.partner, CollectiveHeader(args, StepTag(1000, 0)), output));
     BRAID_RETURN_IF_ERROR(transport.Wait({s}, args.deadline));
   }
   return absl::OkStatus();

@@ -46,7 +46,7 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, abs
   {
     const Range own = chunk(me);
     for (size_t j = 0; j < SegmentCount(own.length, seg); ++j) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, Header(args, StepTag(0, j)),
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(0, j)),
                                                          Slice(input, SegmentRange(own, seg, j), es)));
       rs_sends.push_back(id);
     }
@@ -60,8 +60,8 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, abs
     const bool final_chunk = piece.step == last_rs_step;
     if (final_chunk && args.op == ReduceOp::kAvg) HostDivide(args.dtype, dst, n);
     // Forward at once: the next reduce-scatter step, or all-gather step 0.
-    BRAID_ASSIGN_OR_RETURN(OpId id,
-                           transport.PostSend(ring.right, Header(args, StepTag(piece.step + 1, piece.segment)), dst));
+    BRAID_ASSIGN_OR_RETURN(
+        OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(piece.step + 1, piece.segment)), dst));
     (final_chunk ? ag_sends : rs_sends).push_back(id);
   }
   // Those sends read chunks the all-gather overwrites.
@@ -74,8 +74,9 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, abs
     const Range c = chunk(me - static_cast<int>(t));
     for (size_t j = 0; j < SegmentCount(c.length, seg); ++j) {
       const Range range = SegmentRange(c, seg, j);
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(ring.left, Header(args, StepTag(last_rs_step + 1 + t, j)),
-                                                         Slice(output, range, es)));
+      BRAID_ASSIGN_OR_RETURN(OpId id,
+                             transport.PostRecv(ring.left, CollectiveHeader(args, StepTag(last_rs_step + 1 + t, j)),
+                                                Slice(output, range, es)));
       gathered.push_back({t, range, j});
       recvs.push_back(id);
     }
@@ -84,9 +85,10 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveArgs& args, abs
     BRAID_RETURN_IF_ERROR(transport.Wait({recvs[i]}, args.deadline));
     const Piece& piece = gathered[i];
     if (piece.step < last_rs_step) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right,
-                                                         Header(args, StepTag(last_rs_step + 2 + piece.step, piece.segment)),
-                                                         Slice(output, piece.range, es)));
+      BRAID_ASSIGN_OR_RETURN(
+          OpId id,
+          transport.PostSend(ring.right, CollectiveHeader(args, StepTag(last_rs_step + 2 + piece.step, piece.segment)),
+                             Slice(output, piece.range, es)));
       ag_sends.push_back(id);
     }
   }
@@ -122,7 +124,8 @@ absl::Status RingReduceScatter(Transport& transport, const CollectiveArgs& args,
   std::vector<OpId> sends;
   for (size_t j = 0; j < segments; ++j) {
     const Range range = SegmentRange(chunk(me - 1), seg, j);
-    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, Header(args, StepTag(0, j)), Slice(input, range, es)));
+    BRAID_ASSIGN_OR_RETURN(
+        OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(0, j)), Slice(input, range, es)));
     sends.push_back(id);
   }
   size_t index = 0;
@@ -139,7 +142,7 @@ absl::Status RingReduceScatter(Transport& transport, const CollectiveArgs& args,
         if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, dst, n);
         continue;
       }
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, Header(args, StepTag(s + 1, j)), dst));
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(s + 1, j)), dst));
       sends.push_back(id);
     }
   }
@@ -164,12 +167,13 @@ absl::Status RingAllGather(Transport& transport, const CollectiveArgs& args, abs
   for (uint32_t t = 0; t <= last_step; ++t) {
     for (size_t j = 0; j < segments; ++j) {
       const Range range = SegmentRange(chunk(me - static_cast<int>(t) - 1), seg, j);
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(ring.left, Header(args, StepTag(t, j)), Slice(output, range, es)));
+      BRAID_ASSIGN_OR_RETURN(
+          OpId id, transport.PostRecv(ring.left, CollectiveHeader(args, StepTag(t, j)), Slice(output, range, es)));
       recvs.push_back(id);
     }
   }
   for (size_t j = 0; j < segments; ++j) {
-    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, Header(args, StepTag(0, j)),
+    BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(0, j)),
                                                        Slice(output, SegmentRange(chunk(me), seg, j), es)));
     sends.push_back(id);
   }
@@ -179,7 +183,8 @@ absl::Status RingAllGather(Transport& transport, const CollectiveArgs& args, abs
       BRAID_RETURN_IF_ERROR(transport.Wait({recvs[index]}, args.deadline));
       if (t == last_step) continue;
       const Range range = SegmentRange(chunk(me - static_cast<int>(t) - 1), seg, j);
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(ring.right, Header(args, StepTag(t + 1, j)), Slice(output, range, es)));
+      BRAID_ASSIGN_OR_RETURN(
+          OpId id, transport.PostSend(ring.right, CollectiveHeader(args, StepTag(t + 1, j)), Slice(output, range, es)));
       sends.push_back(id);
     }
   }

@@ -44,7 +44,7 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
     }
     absl::Span<const std::byte> result = from_children.empty() ? mine : absl::Span<const std::byte>(dst);
     if (links.parent >= 0) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(links.parent, Header(args, StepTag(0, j)), result));
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(links.parent, CollectiveHeader(args, StepTag(0, j)), result));
       up_sends.push_back(id);
       continue;
     }
@@ -52,7 +52,7 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
     CopyIfDistinct(dst, result);
     if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, dst, n);
     for (int child : links.children) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(child, Header(args, StepTag(1, j)), dst));
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(child, CollectiveHeader(args, StepTag(1, j)), dst));
       down_sends.push_back(id);
     }
   }
@@ -61,14 +61,14 @@ absl::Status TreeAllReduce(Transport& transport, const CollectiveArgs& args, abs
     BRAID_RETURN_IF_ERROR(transport.Wait(up_sends, args.deadline));
     std::vector<OpId> recvs;
     for (size_t j = 0; j < segments; ++j) {
-      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(links.parent, Header(args, StepTag(1, j)),
+      BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostRecv(links.parent, CollectiveHeader(args, StepTag(1, j)),
                                                          Slice(output, SegmentRange(all, seg, j), es)));
       recvs.push_back(id);
     }
     for (size_t j = 0; j < segments; ++j) {
       BRAID_RETURN_IF_ERROR(transport.Wait({recvs[j]}, args.deadline));
       for (int child : links.children) {
-        BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(child, Header(args, StepTag(1, j)),
+        BRAID_ASSIGN_OR_RETURN(OpId id, transport.PostSend(child, CollectiveHeader(args, StepTag(1, j)),
                                                            Slice(output, SegmentRange(all, seg, j), es)));
         down_sends.push_back(id);
       }

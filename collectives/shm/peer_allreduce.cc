@@ -40,8 +40,8 @@ absl::Status PeerAllReduce(Transport& transport, SharedWindows& windows, const C
   BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> piece_buffer, scratch.Get(kPeerPieceBytes));
   const bool stream_out = output.data() != input.data() && output.size() >= plan.stream_output_bytes;
   const std::byte wants_windows{stream_out ? uint8_t{1} : uint8_t{0}};
-  BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, 0)), args.deadline, {input.data(), output.data()},
-                                     absl::MakeConstSpan(&wants_windows, 1)));
+  BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(0, 0)), args.deadline,
+                                     {input.data(), output.data()}, absl::MakeConstSpan(&wants_windows, 1)));
   std::vector<PeerBuffers> peers(static_cast<size_t>(n));
   bool through_windows = false;
   for (int rank = 0; rank < n; ++rank) {
@@ -72,7 +72,7 @@ absl::Status PeerAllReduce(Transport& transport, SharedWindows& windows, const C
   if (!through_windows) {
     const Range mine = ChunkRange(args.count, n, me);
     BRAID_RETURN_IF_ERROR(reduce(mine, Slice(output, mine, es)));
-    return windows.Sync(Header(args, StepTag(1, 0)), args.deadline);
+    return windows.Sync(CollectiveHeader(args, StepTag(1, 0)), args.deadline);
   }
   const size_t round_elems = windows.half_bytes() / es;
   for (size_t begin = 0, round = 0; begin < args.count; begin += round_elems, ++round) {
@@ -83,11 +83,11 @@ absl::Status PeerAllReduce(Transport& transport, SharedWindows& windows, const C
     };
     const Range mine = ChunkRange(part.length, n, me);
     BRAID_RETURN_IF_ERROR(reduce(Range{part.begin + mine.begin, mine.length}, window(me, mine)));
-    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(1, round)), args.deadline));
+    BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(1, round)), args.deadline));
     CopyRoundOut(half, n, me, es, Slice(output, part, es), stream_out);
   }
   // The inputs stay published until every rank has read its last slice.
-  return windows.Sync(Header(args, StepTag(2, 0)), args.deadline);
+  return windows.Sync(CollectiveHeader(args, StepTag(2, 0)), args.deadline);
 }
 
 }  // namespace braid

@@ -21,13 +21,13 @@ namespace {
 template <typename Copy>
 absl::Status PeerCopies(Transport& transport, SharedWindows& windows, const CollectiveArgs& args, PeerBuffers mine,
                         Copy copy) {
-  BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, 0)), args.deadline, mine));
+  BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(0, 0)), args.deadline, mine));
   std::vector<PeerBuffers> peers(static_cast<size_t>(transport.size()));
   for (int peer = 0; peer < transport.size(); ++peer) {
     if (peer != transport.rank()) peers[static_cast<size_t>(peer)] = windows.Published(peer);
   }
   BRAID_RETURN_IF_ERROR(copy(peers));
-  return windows.Sync(Header(args, StepTag(1, 0)), args.deadline);
+  return windows.Sync(CollectiveHeader(args, StepTag(1, 0)), args.deadline);
 }
 
 }  // namespace

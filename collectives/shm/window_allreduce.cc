@@ -34,7 +34,7 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
   const bool stream_out = output.data() != input.data() && output.size() >= plan.stream_output_bytes;
   if (input.size() <= SharedWindows::kSyncPayloadBytes) {
     // The inputs ride with the Sync, in the cache line each rank polls.
-    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, 0)), args.deadline, {}, input));
+    BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(0, 0)), args.deadline, {}, input));
     auto input_of = [&](int rank) { return absl::MakeConstSpan(windows.SyncPayload(rank), input.size()); };
     HostReduce(args.dtype, args.op, output, input_of(0), input_of(1));
     for (int r = 2; r < n; ++r) HostReduce(args.dtype, args.op, output, output, input_of(r));
@@ -52,7 +52,7 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
     absl::Span<std::byte> out = Slice(output, part, es);
     if (part.length * es <= plan.whole_round_bytes) {
       std::memcpy(window(me, all).data(), in.data(), in.size());
-      BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline));
+      BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(0, round)), args.deadline));
       HostReduce(args.dtype, args.op, out, window(0, all), window(1, all));
       for (int r = 2; r < n; ++r) HostReduce(args.dtype, args.op, out, out, window(r, all));
       if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, out, n);
@@ -63,12 +63,12 @@ absl::Status WindowAllReduce(Transport& transport, SharedWindows& windows, const
     for (const Range& other : {Range{0, mine.begin}, Range{mine.end(), part.length - mine.end()}}) {
       std::memcpy(window(me, other).data(), Slice(in, other, es).data(), other.length * es);
     }
-    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(0, round)), args.deadline));
+    BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(0, round)), args.deadline));
     absl::Span<std::byte> sum = window(me, mine);
     HostReduce(args.dtype, args.op, sum, Slice(in, mine, es), window((me + 1) % n, mine));
     for (int k = 2; k < n; ++k) HostReduce(args.dtype, args.op, sum, sum, window((me + k) % n, mine));
     if (args.op == ReduceOp::kAvg) HostDivide(args.dtype, sum, n);
-    BRAID_RETURN_IF_ERROR(windows.Sync(Header(args, StepTag(1, round)), args.deadline));
+    BRAID_RETURN_IF_ERROR(windows.Sync(CollectiveHeader(args, StepTag(1, round)), args.deadline));
     CopyRoundOut(half, n, me, es, out, stream_out);
   }
   return absl::OkStatus();
