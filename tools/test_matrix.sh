@@ -11,11 +11,15 @@
 #   tools/test_matrix.sh --config=asan
 #   tools/test_matrix.sh --sanitized-rest   # what CI runs only plain, under ASan and TSan
 #   tools/test_matrix.sh --torch-conformance  # PyTorch's whole distributed suite, gloo beside braid, 2 and 4 ranks
+#   tools/test_matrix.sh --torch-versions     # the backend pip-installed against torch 2.11 (the GPU machine's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--torch-conformance" ]]; then
   tools/torch_conformance.sh 2
   exec tools/torch_conformance.sh 4
+fi
+if [[ "${1:-}" == "--torch-versions" ]]; then
+  exec tools/torch_version_check.sh 2.11.0
 fi
 if [[ "${1:-}" == "--sanitized-rest" ]]; then
   rest=(//tests/python/... //tests/netns/... //tests/slurm/... //tests/bench/... //tests/tools/...)
