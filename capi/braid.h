@@ -241,8 +241,8 @@ BRAID_API braid_status braid_barrier(braid_group* group, const braid_call_option
 /* Point to point; the peer posts the matching call (same count and dtype). */
 BRAID_API braid_status braid_send(braid_group* group, const braid_buffer* buffer, int peer,
                                   const braid_call_options* call, braid_work** work);
-/* peer BRAID_ANY_SOURCE: from whichever peer sends first (shm and tcp;
- * other transports refuse it); braid_work_source names that peer. */
+/* peer BRAID_ANY_SOURCE: from whichever peer sends first (shm, tcp, mpi;
+ * nccl refuses it); braid_work_source names that peer. */
 BRAID_API braid_status braid_recv(braid_group* group, const braid_buffer* buffer, int peer,
                                   const braid_call_options* call, braid_work** work);
 #define BRAID_ANY_SOURCE (-1)

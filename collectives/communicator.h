@@ -147,7 +147,7 @@ class Communicator {
   // Point to point; both sides issue them in the same relative order.
   absl::StatusOr<WorkHandle> Send(const Tensor& tensor, int peer, CallOptions call = {});
   // peer kAnySource: the first peer whose next message to this rank is a
-  // send (the Work's source_rank() names it); shm and tcp only.
+  // send (the Work's source_rank() names it); shm, tcp and mpi.
   absl::StatusOr<WorkHandle> Recv(const Tensor& tensor, int peer, CallOptions call = {});
   static constexpr int kAnySource = -1;
 

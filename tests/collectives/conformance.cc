@@ -107,9 +107,9 @@ absl::Status RunConformance(Communicator& comm, Deadline deadline, const Conform
     }
   }
   // Receives from any source: every other rank sends rank 0 its own rank;
-  // rank 0 gets each sender once, named by the Work (stream transports only).
+  // rank 0 gets each sender once, named by the Work (shm, tcp, mpi; not nccl).
   const std::string transport = comm.transport_name();
-  if (suite.n > 1 && suite.device.is_cpu() && (transport == "shm" || transport == "tcp")) {
+  if (suite.n > 1 && suite.device.is_cpu() && (transport == "shm" || transport == "tcp" || transport == "mpi")) {
     BRAID_ASSIGN_OR_RETURN(Tensor message, Tensor::Empty({5}, DType::kI32));
     if (suite.me != 0) {
       Fill<int32_t>(message, suite.me, ReduceOp::kSum);

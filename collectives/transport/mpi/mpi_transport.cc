@@ -82,6 +82,7 @@ MpiTransport::MpiTransport(int rank, int size, MPI_Comm comm, MpiTransportOption
       sends_(static_cast<size_t>(size)),
       recvs_(static_cast<size_t>(size)),
       peer_failure_(static_cast<size_t>(size)),
+      held_(static_cast<size_t>(size)),
       abort_buffer_(std::make_shared<std::vector<char>>(kMaxAbortText)),
       user_ops_(kNumDTypes, std::vector<MPI_Op>(4, MPI_OP_NULL)) {}
 
@@ -155,6 +156,16 @@ absl::StatusOr<OpId> MpiTransport::PostRecv(int peer, FrameHeader expected, absl
   expected.magic = FrameHeader::kMagic;
   expected.bytes = payload.size();
   auto [id, op] = ops_.Add(/*is_send=*/false, peer, expected, payload.data(), payload.size());
+  std::vector<std::byte>& held = held_[static_cast<size_t>(peer)];
+  if (!held.empty()) {
+    // PeekFrame already took this peer's next frame message: it is this receive's.
+    op.staging = std::move(held);
+    held.clear();
+    op.first_bytes = static_cast<int>(op.staging.size());
+    recvs_[static_cast<size_t>(peer)].push_back(id);
+    AdvanceReceives(peer);
+    return id;
+  }
   // Room for any frame's first message, so a mismatched one is still read and described.
   op.staging.resize(kFrameHeaderBytes + options_.inline_bytes);
   const int rc = MPI_Irecv(op.staging.data(), static_cast<int>(op.staging.size()), MPI_BYTE, peer, kFrameTag, comm_,
@@ -168,6 +179,46 @@ absl::StatusOr<OpId> MpiTransport::PostRecv(int peer, FrameHeader expected, absl
     return failure;
   }
   return id;
+}
+
+absl::StatusOr<std::optional<FrameHeader>> MpiTransport::PeekFrame(int peer) {
+  // Abort notices arrive through Progress: look at them first.
+  absl::StatusOr<bool> moved = Progress();
+  if (!moved.ok()) {
+    FailAllPending(moved.status());
+    return moved.status();
+  }
+  BRAID_RETURN_IF_ERROR(CheckPeer(peer));
+  std::vector<std::byte>& held = held_[static_cast<size_t>(peer)];
+  if (held.empty()) {
+    if (!recvs_[static_cast<size_t>(peer)].empty()) return std::nullopt;  // a receive owns the next message
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    int rc = MPI_Improbe(peer, kFrameTag, comm_, &found, &message, &status);
+    if (rc == MPI_SUCCESS && !found) return std::nullopt;
+    int length = 0;
+    if (rc == MPI_SUCCESS) rc = MPI_Get_count(&status, MPI_BYTE, &length);
+    if (rc == MPI_SUCCESS) {
+      // A frame's first message: a header and at most an inline payload.
+      held.resize(static_cast<size_t>(std::max(length, 0)));
+      rc = MPI_Mrecv(held.data(), length, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) {
+      held.clear();
+      FailPeer(peer, absl::UnavailableError(absl::StrCat("rank ", rank(), ": mpi: probing peer ", peer,
+                                                         " for a message: ", MpiErrorText(rc))));
+      return peer_failure_[static_cast<size_t>(peer)];
+    }
+  }
+  if (held.size() < kFrameHeaderBytes) {
+    FailPeer(peer, absl::DataLossError(absl::StrCat("rank ", rank(), ": mpi: peer ", peer, " sent a ", held.size(),
+                                                    "-byte message, not a braid frame")));
+    return peer_failure_[static_cast<size_t>(peer)];
+  }
+  FrameHeader header;
+  std::memcpy(&header, held.data(), kFrameHeaderBytes);
+  return header;
 }
 
 void MpiTransport::Complete(OpId id, absl::Status status) {

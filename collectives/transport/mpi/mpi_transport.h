@@ -82,6 +82,8 @@ class MpiTransport final : public Transport, public NativeCollectives {
   const char* name() const override { return "mpi"; }
   absl::StatusOr<OpId> PostSend(int peer, FrameHeader header, absl::Span<const std::byte> payload) override;
   absl::StatusOr<OpId> PostRecv(int peer, FrameHeader expected, absl::Span<std::byte> payload) override;
+  // MPI_Improbe and MPI_Mrecv of the peer's next frame message, held for the receive that follows.
+  absl::StatusOr<std::optional<FrameHeader>> PeekFrame(int peer) override;
   absl::Status Wait(absl::Span<const OpId> ops, Deadline deadline) override;
   void Abort(const absl::Status& cause) override;
   NativeCollectives* native_collectives() override { return this; }
@@ -157,6 +159,8 @@ class MpiTransport final : public Transport, public NativeCollectives {
   std::vector<std::deque<OpId>> sends_;  // per peer, posting order
   std::vector<std::deque<OpId>> recvs_;
   std::vector<absl::Status> peer_failure_;
+  // Per peer: a frame message PeekFrame received, for the next PostRecv.
+  std::vector<std::vector<std::byte>> held_;
   absl::Status aborted_;  // non-OK once Abort ran
   MPI_Request abort_recv_ = MPI_REQUEST_NULL;
   std::shared_ptr<std::vector<char>> abort_buffer_;
