@@ -448,7 +448,7 @@ PYBIND11_MODULE(_braid, m) {
       .def(
           "recv",
           [](Group& g, py::handle x, py::object src, bool async_op) {
-            // No src: from whichever rank sends first (shm, tcp); async_op's Work.source names it.
+            // No src: from whichever rank sends first (shm, tcp, mpi); async_op's Work.source names it.
             const int peer = src.is_none() ? BRAID_ANY_SOURCE : src.cast<int>();
             return g.InOut(x, py::none(), async_op, "recv",
                            [peer](braid_group* group, braid_buffer* buffer, braid_buffer*, braid_work** w) {
