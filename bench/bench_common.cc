@@ -19,7 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "base/fd.h"
+#include "base/socket.h"
 
 namespace braid::bench {
 namespace {

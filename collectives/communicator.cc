@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/bytes.h"
 #include "base/env.h"
-#include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status.h"

@@ -8,9 +8,9 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/socket.h"
 #include "base/status.h"
 #include "collectives/communicator.h"
-#include "base/fd.h"
 #include "collectives/run_algorithm.h"
 #include "collectives/transport/subset_bootstrap.h"
 

@@ -22,6 +22,7 @@
 #include "base/fd.h"
 #include "base/launch_env.h"
 #include "base/logging.h"
+#include "base/socket.h"
 #include "base/status.h"
 #include "launcher/job_store.h"
 #include "launcher/rendezvous.h"

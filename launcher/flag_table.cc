@@ -14,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "base/status.h"
 
 namespace braid {

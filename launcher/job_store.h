@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "base/auth.h"
 #include "base/deadline.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "launcher/options.h"
 #include "store/tcp_store.h"
 

@@ -4,12 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/auth.h"
-#include "base/fd.h"
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/socket.h"
 #include "base/status.h"
 #ifdef BRAID_WITH_MPI
 #include "collectives/transport/mpi/mpi_runtime.h"

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "base/deadline.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "store/tcp_store.h"
 #include "store/wire.h"
 

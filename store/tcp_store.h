@@ -62,6 +62,7 @@
 #include "base/auth.h"
 #include "base/deadline.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "store/store.h"
 
 namespace braid {

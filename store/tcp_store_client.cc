@@ -11,10 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/bytes.h"
 #include "base/deadline.h"
 #include "base/fd.h"
-#include "base/status.h"
 #include "base/mutex.h"
+#include "base/socket.h"
+#include "base/status.h"
 #include "store/tcp_store.h"
 #include "store/wire.h"
 

@@ -28,7 +28,7 @@ print(" ".join(re.findall(r"\"(-labsl_[a-z0-9_]+)\"", s[:s.index("]")])))')
 bazel build //tensor:tensor //tensor:cpu_kernels >/dev/null 2>&1 ||
   { echo "fuzz: bazel build //tensor failed" >&2; exit 1; }
 tensor_libs="bazel-out/k8-opt/bin/tensor/libtensor.a $(ls bazel-out/k8-opt/bin/tensor/libcpu_kernels_*.a | tr '\n' ' ')"
-base=(base/auth.cc base/deadline.cc base/env.cc base/fd.cc base/logging.cc base/mutex.cc base/status.cc)
+base=(base/auth.cc base/deadline.cc base/env.cc base/fd.cc base/socket.cc base/logging.cc base/mutex.cc base/status.cc)
 # What braidrun's flag parser is made of (launcher/BUILD.bazel's options).
 launcher=(launcher/options.cc launcher/flag_table.cc launcher/slurm_defaults.cc base/slurm_step.cc base/hostlist.cc)
 declare -A sources=(

@@ -18,7 +18,7 @@
 #include "absl/types/span.h"
 #include "base/auth.h"
 #include "base/deadline.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "collectives/transport/bootstrap.h"
 #include "collectives/transport/shm/shm_transport.h"
 #include "collectives/transport/tcp/tcp_transport.h"

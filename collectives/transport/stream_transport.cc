@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/bytes.h"
 #include "base/cpu.h"
 #include "base/deadline.h"
 #include "base/env.h"
-#include "base/fd.h"
 #include "base/logging.h"
 #include "base/status.h"
 

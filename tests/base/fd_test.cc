@@ -1,6 +1,7 @@
 // Tests of base/fd.h with real sockets and pipes: UniqueFd, ParseHostPort,
 // TcpListener, ConnectTcp, SendAll/RecvAll and their deadlines and errors.
 #include "base/fd.h"
+#include "base/socket.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -13,6 +13,7 @@
 #include "base/auth.h"
 #include "base/fd.h"
 #include "base/logging.h"
+#include "base/socket.h"
 #include "store/tcp_store.h"
 
 namespace {

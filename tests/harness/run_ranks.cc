@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/bytes.h"
 #include "base/logging.h"
 #include "base/status.h"
 

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/fd.h"
+#include "base/socket.h"
 
 extern char** environ;
 

@@ -19,7 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "catch2/catch.hpp"
 #include "tests/harness/mpi_env.h"
 #include "tests/harness/subprocess.h"

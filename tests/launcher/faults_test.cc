@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "base/auth.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "catch2/catch.hpp"
 #include "store/tcp_store.h"
 #include "tests/harness/subprocess.h"

@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/auth.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "catch2/catch.hpp"
 #include "launcher/replace_policy.h"
 #include "store/membership.h"

@@ -35,7 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "base/status.h"
 #include "collectives/selection.h"
 #include "runtime/process_group.h"

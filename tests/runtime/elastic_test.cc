@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
-#include "base/fd.h"
+#include "base/socket.h"
 #include "catch2/catch.hpp"
 #include "store/membership.h"
 #include "store/store.h"

@@ -32,17 +32,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
-#include "base/fd.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "runtime/process_group.h"
-#include "store/tcp_store.h"
 #include "runtime/worker_env.h"
+#include "store/tcp_store.h"
 #include "tensor/tensor.h"
 #include "tests/harness/run_ranks.h"
-#include "tests/harness/subprocess.h"
 #include "tests/harness/scoped_env.h"
 #include "tests/harness/statuses.h"
+#include "tests/harness/subprocess.h"
 
 extern char** environ;
 

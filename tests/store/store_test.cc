@@ -32,14 +32,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/bytes.h"
 #include "base/deadline.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
-#include "tests/harness/stderr_capture.h"
 #include "store/tcp_store.h"
 #include "tests/harness/run_ranks.h"
 #include "tests/harness/statuses.h"
+#include "tests/harness/stderr_capture.h"
 
 namespace braid {
 namespace {

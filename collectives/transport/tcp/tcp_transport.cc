@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "base/bytes.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "base/auth.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "collectives/transport/bootstrap.h"
 #include "collectives/transport/stream_transport.h"
 

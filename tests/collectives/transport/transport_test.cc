@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/bytes.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "tests/collectives/test_bootstrap.h"

@@ -12,7 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "base/auth.h"
+#include "base/bytes.h"
 #include "base/fd.h"
+#include "base/socket.h"
 #include "catch2/catch.hpp"
 #include "collectives/transport/bootstrap.h"
 #include "collectives/transport/frame.h"
