@@ -17,6 +17,7 @@
 # across ranks; rank 0 writes them to --out.
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -88,6 +89,15 @@ def main():
     dist.destroy_process_group()
     print(f"torch ddp ok: rank {rank} of {world}, mode {args.mode}, {steps} steps, loss {loss.item():.4f}",
           flush=True)
+    if args.mode != "braid":
+        # DDP's group here is gloo's. torch 2.15's process exit after a gloo
+        # job sometimes aborts ("terminate called without an active
+        # exception"): seen in mode gloo, with no braid group in the process,
+        # 2 of about 10 CI runs on 2 loaded cores. Not braid's to test here:
+        # braid's own exit is (mode braid, torch_training_test, and
+        # bench/ddp_exit_soak.sh with a gloo and a braid group: 0 of 200).
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
