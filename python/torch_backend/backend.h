@@ -18,7 +18,7 @@
 //   - Point to point matches sends and receives between two ranks in issue
 //     order (as MPI does for one tag): any tag is accepted, and a program
 //     that relies on tags to reorder messages between one pair of ranks is
-//     not supported. recvAnysource is not supported.
+//     not supported. recvAnysource polls the peers (shm, tcp, mpi).
 //   - gather and scatter ride on all-gather and broadcast (every rank moves
 //     the whole); all-to-all with uneven splits on point-to-point pairs.
 #ifndef BRAID_PYTHON_TORCH_BACKEND_BACKEND_H_
@@ -137,6 +137,9 @@ class BraidBackend final : public c10d::Backend {
                                        const Post& post);
   // braid's call options for c10d's per-call timeout and async flag.
   braid_call_options CallOptions(std::chrono::milliseconds timeout, bool async) const;
+  // A receive of tensors[0] from `src` (BRAID_ANY_SOURCE: whichever peer sends first).
+  c10::intrusive_ptr<c10d::Work> Receive(std::vector<at::Tensor>& tensors, int src, c10d::OpType type,
+                                         const char* title);
   // Posts send/recv pairs with every peer, in an order no two ranks can
   // deadlock on: `send_to[p]` to and `recv_from[p]` from rank p (empty: none).
   void PostExchange(const std::vector<at::Tensor>& send_to, const std::vector<at::Tensor>& recv_from,

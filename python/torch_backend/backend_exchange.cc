@@ -272,25 +272,24 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::send(std::vector<at::Tensor>& tenso
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  const at::Tensor& tensor = Single(tensors, "recv");
-  CheckWritable(tensor, "recv", "the tensor");
-  const braid_buffer buffer = ToBuffer(tensor, Use::kMove, "recv");
-  const braid_call_options call = CallOptions(std::chrono::milliseconds(-1), /*async=*/true);
-  auto work = Issue(c10d::OpType::RECV, "braid:recv", tensors, {tensor}, {}, [&](auto& works) {
-    PostOne(works, [&](braid_work** w) { return braid_recv(group_, &buffer, src, &call, w); });
-  });
+  auto work = Receive(tensors, src, c10d::OpType::RECV, "braid:recv");
   static_cast<BraidWork*>(work.get())->set_source_rank(src);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  // The Work's sourceRank() is set when braid's receive finishes (Completion::Await).
+  return Receive(tensors, BRAID_ANY_SOURCE, c10d::OpType::RECVANYSOURCE, "braid:recv_anysource");
+}
+
+c10::intrusive_ptr<c10d::Work> BraidBackend::Receive(std::vector<at::Tensor>& tensors, int src, c10d::OpType type,
+                                                     const char* title) {
   const at::Tensor& tensor = Single(tensors, "recv");
   CheckWritable(tensor, "recv", "the tensor");
   const braid_buffer buffer = ToBuffer(tensor, Use::kMove, "recv");
   const braid_call_options call = CallOptions(std::chrono::milliseconds(-1), /*async=*/true);
-  // The Work's sourceRank() is set when braid's receive finishes (Completion::Await).
-  return Issue(c10d::OpType::RECVANYSOURCE, "braid:recv_anysource", tensors, {tensor}, {}, [&](auto& works) {
-    PostOne(works, [&](braid_work** w) { return braid_recv(group_, &buffer, BRAID_ANY_SOURCE, &call, w); });
+  return Issue(type, title, tensors, {tensor}, {}, [&](auto& works) {
+    PostOne(works, [&](braid_work** w) { return braid_recv(group_, &buffer, src, &call, w); });
   });
 }
 
