@@ -171,7 +171,9 @@ bool StreamTransport::ProgressSends(int peer, Peer& state) {
       // so the error names the first cause, not this broken connection.
       if (!state.recvs.empty()) ProgressRecvs(peer, state);
       if (!state.failure.ok()) return true;
-      if (state.recvs.empty() && CheckForAbortNotice(peer, state)) return true;
+      if (state.recvs.empty() && (CheckForAbortNotice(peer, state) || AbortNoticeBehindFrames(peer, state))) {
+        return true;
+      }
       FailPeer(peer, Annotate(written.status(), absl::StrCat("rank ", rank(), ": ", name(), ": send to ",
                                                              PeerName(peer), " of ", DescribeFrame(op.header))));
       return true;
@@ -295,6 +297,24 @@ bool StreamTransport::CheckForAbortNotice(int peer, Peer& state) {
     return true;
   }
   return TakeAbortNotice(peer, state, header, *n);
+}
+
+bool StreamTransport::AbortNoticeBehindFrames(int peer, Peer& state) {
+  constexpr size_t kMostSkipped = size_t{1} << 20;
+  std::byte sink[4096];
+  for (size_t skipped = 0; skipped < kMostSkipped && state.incoming_header_bytes == 0;) {
+    FrameHeader header;
+    absl::StatusOr<size_t> n = PeekSome(peer, AsWritableBytes(header));
+    if (!n.ok() || *n < sizeof(header) || header.magic != FrameHeader::kMagic) return false;
+    if (TakeAbortNotice(peer, state, header, *n)) return true;
+    for (uint64_t left = kFrameHeaderBytes + header.bytes; left > 0;) {
+      n = ReadSome(peer, absl::MakeSpan(sink, std::min<uint64_t>(left, sizeof(sink))));
+      if (!n.ok() || *n == 0) return false;
+      left -= *n;
+      skipped += *n;
+    }
+  }
+  return false;
 }
 
 bool StreamTransport::TakeAbortNotice(int peer, Peer& state, const FrameHeader& peeked, size_t peeked_bytes) {

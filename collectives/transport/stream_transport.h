@@ -124,6 +124,10 @@ class StreamTransport : public Transport {
   // With sends but no receives pending for `peer`, nothing reads its stream:
   // look there for an abort notice (or its end). Returns whether it failed the peer.
   bool CheckForAbortNotice(int peer, Peer& state);
+  // `peer`'s stream broke under a send: skip the frames it sent for
+  // receives this rank has not posted (they can never complete now) to
+  // find the abort notice behind them. Returns whether it found one.
+  bool AbortNoticeBehindFrames(int peer, Peer& state);
   // After a receive that never waited: whether an abort notice is next in
   // `peer`'s stream (read and handled: the peer is failed with it).
   bool AbortNoticeFollows(int peer, Peer& state);
