@@ -17,8 +17,8 @@ void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from) 
   if (to.data() != from.data() && !to.empty()) std::memmove(to.data(), from.data(), to.size());
 }
 
-absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
-                              absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+absl::Status CheckShape(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
+                        absl::Span<const std::byte> input, absl::Span<std::byte> output) {
   const size_t n = static_cast<size_t>(transport.size());
   const size_t me = static_cast<size_t>(transport.rank());
   const size_t count = args.count;
@@ -30,42 +30,53 @@ absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, 
   switch (shape) {
     case CollectiveKind::kAllReduce:
       BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
-      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
-      if (count > 0 && n == 1) CopyIfDistinct(output, input);
-      break;
+      return CheckBytes(args, output.size(), count, "output");
     case CollectiveKind::kReduce:
       BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
-      if (me == static_cast<size_t>(args.root)) BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
-      if (count > 0 && n == 1) CopyIfDistinct(output, input);
-      break;
+      if (me == static_cast<size_t>(args.root)) return CheckBytes(args, output.size(), count, "output");
+      return absl::OkStatus();
     case CollectiveKind::kReduceScatter:
       BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count * n, "input"));
-      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "output"));
-      if (count > 0 && n == 1) CopyIfDistinct(output, input.subspan(me * output.size(), output.size()));
-      break;
+      return CheckBytes(args, output.size(), count, "output");
     case CollectiveKind::kAllGather:
       BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count, "input"));
-      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count * n, "output"));
-      CopyIfDistinct(output.subspan(me * input.size(), input.size()), input);
-      break;
-    case CollectiveKind::kBroadcast:
-      BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count, "buffer"));
-      break;
-    case CollectiveKind::kAllToAll: {
+      return CheckBytes(args, output.size(), count * n, "output");
+    case CollectiveKind::kBroadcast: return CheckBytes(args, output.size(), count, "buffer");
+    case CollectiveKind::kAllToAll:
       BRAID_RETURN_IF_ERROR(CheckBytes(args, input.size(), count * n, "input"));
       BRAID_RETURN_IF_ERROR(CheckBytes(args, output.size(), count * n, "output"));
-      if (count == 0) return true;
-      if (input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
+      if (count > 0 && input.data() < output.data() + output.size() && output.data() < input.data() + input.size()) {
         return absl::InvalidArgumentError("alltoall: input and output must not overlap");
       }
+      return absl::OkStatus();
+    default: return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
+                              absl::Span<const std::byte> input, absl::Span<std::byte> output) {
+  BRAID_RETURN_IF_ERROR(CheckShape(transport, shape, args, input, output));
+  const size_t n = static_cast<size_t>(transport.size());
+  const size_t me = static_cast<size_t>(transport.rank());
+  const size_t count = args.count;
+  if (count == 0) return true;
+  switch (shape) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduce:
+      if (n == 1) CopyIfDistinct(output, input);
+      break;
+    case CollectiveKind::kReduceScatter:
+      if (n == 1) CopyIfDistinct(output, input.subspan(me * output.size(), output.size()));
+      break;
+    case CollectiveKind::kAllGather: CopyIfDistinct(output.subspan(me * input.size(), input.size()), input); break;
+    case CollectiveKind::kAllToAll: {
       const size_t block_bytes = input.size() / n;
       std::memcpy(output.data() + me * block_bytes, input.data() + me * block_bytes, block_bytes);
       break;
     }
-    default:
-      break;
+    default: break;
   }
-  return count == 0 || n == 1;
+  return n == 1;
 }
 
 }  // namespace braid

@@ -1,7 +1,9 @@
-// The collective algorithms, each written once over the Transport interface,
-// one family per file: ring.h, tree.h, rhd.h, chain.h, pairwise.h, and the
-// shared-memory collectives in shm/. Which one runs is the selector's call
-// (selection.h).
+// The collective algorithms, each written once over the Transport interface:
+// the scheduled ones (ring, tree, rhd, one-shot, chain, pairwise,
+// dissemination) as Plans (collectives/programs/program.h, run by the host
+// executor through run_algorithm.h), point to point (point_to_point.h), and
+// the shared-memory collectives in shm/. Which one runs is the selector's
+// call (selection.h).
 //
 // Every function is collective: all ranks of the transport's group call the
 // same function with matching arguments, in the same order. Buffers are
@@ -26,11 +28,8 @@
 #ifndef BRAID_COLLECTIVES_ALGORITHMS_H_
 #define BRAID_COLLECTIVES_ALGORITHMS_H_
 
-#include "collectives/chain.h"
-#include "collectives/pairwise.h"
-#include "collectives/rhd.h"
-#include "collectives/ring.h"
+#include "collectives/point_to_point.h"
+#include "collectives/run_algorithm.h"
 #include "collectives/shm/shm_collectives.h"
-#include "collectives/tree.h"
 
 #endif  // BRAID_COLLECTIVES_ALGORITHMS_H_

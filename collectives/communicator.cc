@@ -11,7 +11,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "collectives/algorithms.h"
-#include "collectives/pairwise.h"
+#include "collectives/point_to_point.h"
 #include "collectives/run_algorithm.h"
 
 namespace braid {
@@ -252,7 +252,7 @@ absl::Status Communicator::GatherBytes(const Task& task, CollectiveKind kind, ab
   args.op = ReduceOp::kSum;
   args.root = -1;
   args.count = mine.size();
-  return RingAllGather(*transport_, args, mine, all);
+  return GatherFromAll(*transport_, args, mine, all, scratch_);
 }
 
 absl::Status Communicator::DispatchNative(const Task& task, const Tensor& in, const Tensor& out) {

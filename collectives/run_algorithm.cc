@@ -1,28 +1,34 @@
 #include "collectives/run_algorithm.h"
 
 #include "absl/strings/str_cat.h"
-#include "collectives/algorithms.h"
-#include "collectives/transport/device_link.h"
-#include "collectives/chain.h"
-#include "collectives/pairwise.h"
-#include "collectives/rhd.h"
-#include "collectives/ring.h"
+#include "base/status.h"
+#include "collectives/algorithm_util.h"
+#include "collectives/programs/host_executor.h"
+#include "collectives/programs/program.h"
 #include "collectives/shm/shm_collectives.h"
-#include "collectives/tree.h"
+#include "collectives/transport/device_link.h"
 
 namespace braid {
+namespace {
+
+// A scheduled algorithm: its Plan for this rank (that of `shape`, which
+// may differ from the kind the frames carry), run by the host executor.
+absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape, const CollectiveArgs& args,
+                        absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
+  BRAID_RETURN_IF_ERROR(CheckShape(t, shape, args, input, output));
+  CollectiveArgs shaped = args;
+  shaped.kind = shape;
+  BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan({algorithm, shaped, t.rank(), t.size()}));
+  return RunPlanOnTransport(*plan, t, args, input, output, scratch);
+}
+
+}  // namespace
 
 absl::Status RunAlgorithm(Transport& t, Algorithm algorithm, const CollectiveArgs& args,
                           absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
                           const WindowPlan& plan) {
+  if (HasProgram(algorithm, args.kind)) return RunProgram(t, algorithm, args.kind, args, input, output, scratch);
   switch (algorithm) {
-    case Algorithm::kRing:
-      if (args.kind == CollectiveKind::kReduceScatter) return RingReduceScatter(t, args, input, output, scratch);
-      if (args.kind == CollectiveKind::kAllGather) return RingAllGather(t, args, input, output);
-      return RingAllReduce(t, args, input, output, scratch);
-    case Algorithm::kTree: return TreeAllReduce(t, args, input, output, scratch);
-    case Algorithm::kRhd: return RhdAllReduce(t, args, input, output, scratch);
-    case Algorithm::kOneShot: return OneShotAllReduce(t, args, input, output, scratch);
     case Algorithm::kWindow: return WindowAllReduce(t, *t.shared_windows(), args, input, output, plan);
     case Algorithm::kPeerAccess:
       switch (args.kind) {
@@ -32,14 +38,14 @@ absl::Status RunAlgorithm(Transport& t, Algorithm algorithm, const CollectiveArg
         case CollectiveKind::kAllToAll: return PeerAllToAll(t, *t.shared_windows(), args, input, output);
         default: return PeerAllReduce(t, *t.shared_windows(), args, input, output, scratch, plan);
       }
-    case Algorithm::kChain:
-      if (args.kind == CollectiveKind::kBroadcast) return ChainBroadcast(t, args, output);
-      return ChainReduce(t, args, input, output, scratch);
-    case Algorithm::kPairwise: return PairwiseAllToAll(t, args, input, output);
-    case Algorithm::kDissemination: return DisseminationBarrier(t, args);
     default: break;
   }
   return absl::InternalError(absl::StrCat("no ", AlgorithmName(algorithm), " ", CollectiveKindName(args.kind)));
+}
+
+absl::Status GatherFromAll(Transport& t, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                           absl::Span<std::byte> output, Scratch& scratch) {
+  return RunProgram(t, Algorithm::kRing, CollectiveKind::kAllGather, args, input, output, scratch);
 }
 
 TransportCaps CapsOf(Transport& transport) {

@@ -21,6 +21,11 @@ absl::Status RunAlgorithm(Transport& transport, Algorithm algorithm, const Colle
                           absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
                           const WindowPlan& plan);
 
+// A ring all-gather whose frames carry args.kind (the communicator's own
+// exchanges: the cross-check of a collective's arguments, straggler windows).
+absl::Status GatherFromAll(Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                           absl::Span<std::byte> output, Scratch& scratch);
+
 // What `transport` can do, as the selector takes it (the group's layout and
 // subgroups are the communicator's to add).
 TransportCaps CapsOf(Transport& transport);

@@ -27,7 +27,7 @@
 // one-shot.
 //
 // On a device link (device memory, streams): every collective as its
-// program (device/program.h): ring, tree or rhd all-reduce, ring
+// program (programs/program.h): ring, tree or rhd all-reduce, ring
 // reduce-scatter and all-gather, chain broadcast and reduce, pairwise
 // all-to-all, dissemination barrier; or native where the link has the
 // engine's own, which auto prefers (NCCL tunes its own); without it, auto

@@ -28,7 +28,15 @@ size_t SegmentElements(size_t count, int parts, size_t element_size, size_t segm
   return std::max(elems, at_least);
 }
 
-RingNeighbors Ring(int rank, int size) { return RingNeighbors{(rank + size - 1) % size, (rank + 1) % size}; }
+RingNeighbors Ring(int rank, int size) { return RingNeighbors{Mod(rank - 1, size), Mod(rank + 1, size)}; }
+
+ChainLinks Chain(int rank, int size, int root) {
+  ChainLinks links;
+  links.position = Mod(rank - root, size);
+  if (links.position > 0) links.previous = Mod(rank - 1, size);
+  if (links.position < size - 1) links.next = Mod(rank + 1, size);
+  return links;
+}
 
 TreeLinks BinaryTree(int rank, int size) {
   TreeLinks links;

@@ -36,6 +36,9 @@ inline uint32_t StepTag(uint32_t step, size_t segment) {
   return (step << 16) | static_cast<uint32_t>(segment & 0xffff);
 }
 
+// a mod n in [0, n), for a negative `a` too.
+inline int Mod(int a, int n) { return ((a % n) + n) % n; }
+
 struct RingNeighbors {
   int left;   // receives from
   int right;  // sends to
@@ -58,6 +61,15 @@ struct TreeLinks {
   std::vector<int> children;  // 0, 1 or 2
 };
 TreeLinks BinaryTree(int rank, int size);
+
+// A chain from `root` through root + 1, root + 2, ... (mod size): a
+// broadcast flows down it, a reduction up it toward the root.
+struct ChainLinks {
+  int position = 0;  // hops from the root
+  int previous = -1;  // toward the root; -1 at the root
+  int next = -1;      // away from it; -1 at the end
+};
+ChainLinks Chain(int rank, int size, int root);
 
 // Recursive halving-doubling over the largest power of two p <= size. The
 // first 2 * (size - p) ranks pair up (even keeps, odd folds into it) so p

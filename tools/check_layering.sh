@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layering check (../shared/DESIGN.md, "Layers"): fails when a file or a
+# The layering check (ARCHITECTURE.md, "Layers"): fails when a file or a
 # Bazel target reaches a floor it may not use.
 #
 #   base                   uses nothing of braid
@@ -72,9 +72,10 @@ if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE 
     "//base/...|//tensor/... + //store/... + //collectives/... + //runtime/... + //launcher/..."
     "//tensor/...|//store/... + //collectives/... + //runtime/... + //launcher/..."
     "//store/...|//tensor/... + //collectives/... + //runtime/... + //launcher/..."
-    "//collectives/transport/...|//collectives:* + //runtime/... + //store/... + //launcher/..."
+    "//collectives/transport/...|//collectives:* + //collectives/device/... + //collectives/programs/... + //runtime/... + //store/... + //launcher/..."
     "//collectives:*|//runtime/... + //store/... + //launcher/..."
     "//collectives/device/...|//runtime/... + //store/... + //launcher/..."
+    "//collectives/programs/...|//runtime/... + //store/... + //launcher/..."
     "//runtime/...|//launcher/..."
     "//launcher/...|//collectives/... + //runtime/... + //tensor/..."
     "//capi/...|//launcher/... + //python/..."
@@ -95,7 +96,7 @@ if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE 
 fi
 
 if [[ $violations -gt 0 ]]; then
-  echo "check_layering: $violations forbidden edge(s); see ../shared/DESIGN.md, \"Layers\"" >&2
+  echo "check_layering: $violations forbidden edge(s); see ARCHITECTURE.md, \"Layers\"" >&2
   exit 1
 fi
 echo "check_layering: ok"

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "base/status.h"
-#include "collectives/device/program.h"
+#include "collectives/programs/program.h"
 
 namespace braid {
 namespace {

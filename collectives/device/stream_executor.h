@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/device/program.h"
+#include "collectives/programs/program.h"
 #include "collectives/transport/device_link.h"
 #include "collectives/transport/frame.h"
 #include "tensor/stream.h"

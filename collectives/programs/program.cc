@@ -1,14 +1,15 @@
-#include "collectives/device/program.h"
+#include "collectives/programs/program.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "collectives/topology.h"
 
 namespace braid {
 namespace {
 
-// Segment `j` of `chunk` (empty past its end), as the host algorithms cut it.
+// Segment `j` of `chunk` (empty past its end), as SegmentRange cuts it.
 Range Lane(const Range& chunk, size_t seg, size_t j) {
   const size_t begin = j * seg;
   if (begin >= chunk.length) return Range{chunk.end(), 0};
@@ -49,19 +50,17 @@ Op DivideOp(Region dst) {
   return op;
 }
 
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
 // Lane `w` of block `b` (mod n) of blocks of `count` elements.
 Range BlockLane(int b, int n, size_t count, const Range& w) {
   return Range{static_cast<size_t>(Mod(b, n)) * count + w.begin, w.length};
 }
 
-// The host algorithms' segment: about segment_bytes, `parts` chunks.
+// The pipeline segment: about segment_bytes, `parts` chunks (topology.h).
 size_t SegmentOf(const PlanRequest& r, int parts) {
   return SegmentElements(r.args.count, parts, DTypeSize(r.args.dtype), r.args.segment_bytes);
 }
 
-// Ring all-reduce (ring.cc): reduce-scatter, the final chunk divided for
+// Ring all-reduce: reduce-scatter, the final chunk divided for
 // avg, then all-gather; lane j is segment j of every chunk.
 Plan RingAllReduce(const PlanRequest& r) {
   const int n = r.size;
@@ -90,7 +89,7 @@ Plan RingAllReduce(const PlanRequest& r) {
   return plan;
 }
 
-// Binary-tree all-reduce (tree.cc): up the tree, reduced at every inner
+// Binary-tree all-reduce: up the tree, reduced at every inner
 // rank, the root's result back down.
 Plan TreeAllReduce(const PlanRequest& r) {
   const size_t count = r.args.count;
@@ -128,7 +127,7 @@ Plan TreeAllReduce(const PlanRequest& r) {
   return plan;
 }
 
-// Recursive halving-doubling (rhd.cc), one lane: its chunks are fixed by
+// Recursive halving-doubling, one lane: its chunks are fixed by
 // the power of two, so segmenting would change the sums' order.
 Plan RhdAllReduce(const PlanRequest& r) {
   const int n = r.size;
@@ -182,7 +181,7 @@ Plan RhdAllReduce(const PlanRequest& r) {
   return plan;
 }
 
-// Ring reduce-scatter (ring.cc): step s forwards the partial sum of block
+// Ring reduce-scatter: step s forwards the partial sum of block
 // me - s - 1; the last step lands this rank's own block in the output. Two
 // partial buffers alternate (a send's buffer is free once the next step's
 // group is queued after it), the third takes what arrives.
@@ -210,7 +209,7 @@ Plan RingReduceScatter(const PlanRequest& r) {
   return plan;
 }
 
-// Ring all-gather (ring.cc): step t forwards block me - t to the right.
+// Ring all-gather: step t forwards block me - t to the right.
 Plan RingAllGather(const PlanRequest& r) {
   const int n = r.size;
   const int me = r.rank;
@@ -231,50 +230,71 @@ Plan RingAllGather(const PlanRequest& r) {
   return plan;
 }
 
-// Chain broadcast and reduce (chain.cc): along the ranks from the root, or
+// Chain broadcast and reduce: along the ranks from the root, or
 // toward it.
 Plan ChainBroadcast(const PlanRequest& r) {
-  const int n = r.size;
-  const int me = r.rank;
   const size_t count = r.args.count;
   const size_t seg = SegmentOf(r, 1);
-  const int position = Mod(me - r.args.root, n);
+  const ChainLinks chain = Chain(r.rank, r.size, r.args.root);
   Plan plan;
   for (size_t j = 0; j < SegmentCount(count, seg); ++j) {
     const Range range = Lane(Range{0, count}, seg, j);
     std::vector<Op> ops;
-    if (position > 0) ops.push_back(Group({RecvFrom(Mod(me - 1, n), Out(range))}));
-    if (position < n - 1) ops.push_back(Group({SendTo(Mod(me + 1, n), Out(range))}));
+    if (chain.previous >= 0) ops.push_back(Group({RecvFrom(chain.previous, Out(range))}));
+    if (chain.next >= 0) ops.push_back(Group({SendTo(chain.next, Out(range))}));
     plan.lanes.push_back(std::move(ops));
   }
   return plan;
 }
 
 Plan ChainReduce(const PlanRequest& r) {
-  const int n = r.size;
-  const int me = r.rank;
   const size_t count = r.args.count;
   const size_t seg = SegmentOf(r, 1);
-  const int position = Mod(me - r.args.root, n);
-  const bool root = position == 0;
-  const int to = Mod(me - 1, n);
+  const ChainLinks chain = Chain(r.rank, r.size, r.args.root);
+  const bool root = chain.previous < 0;
   Plan plan;
   plan.scratch_elements = 2 * seg;
   for (size_t j = 0; j < SegmentCount(count, seg); ++j) {
     const Range range = Lane(Range{0, count}, seg, j);
     std::vector<Op> ops;
-    if (position == n - 1) {
-      ops.push_back(Group({SendTo(to, In(range))}));
+    if (chain.next < 0) {
+      ops.push_back(Group({SendTo(chain.previous, In(range))}));
     } else {
       const Region arrived = Scratch(seg, range.length);
       const Region target = root ? Out(range) : Scratch(0, range.length);
-      ops.push_back(Group({RecvFrom(Mod(me + 1, n), arrived)}));
+      ops.push_back(Group({RecvFrom(chain.next, arrived)}));
       ops.push_back(ReduceOp3(target, In(range), arrived));
       if (root && r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(target));
-      if (!root) ops.push_back(Group({SendTo(to, target)}));
+      if (!root) ops.push_back(Group({SendTo(chain.previous, target)}));
     }
     plan.lanes.push_back(std::move(ops));
   }
+  return plan;
+}
+
+// One-shot all-reduce: every rank sends its input to every other rank and
+// reduces all n inputs itself in rank order (so every rank rounds alike);
+// scratch block r holds rank r's input (this rank's too, as the output
+// may be the input). (n - 1)x the bytes of the others: for small messages.
+Plan OneShotAllReduce(const PlanRequest& r) {
+  const size_t count = r.args.count;
+  const int n = r.size;
+  auto slot = [&](int rank) { return Scratch(static_cast<size_t>(rank) * count, count); };
+  const Range all{0, count};
+  std::vector<Op> ops;
+  ops.push_back(CopyOp(slot(r.rank), In(all)));
+  std::vector<Transfer> transfers;
+  for (int k = 1; k < n; ++k) {  // staggered, so no peer gets everyone's send at once
+    transfers.push_back(RecvFrom(Mod(r.rank - k, n), slot(Mod(r.rank - k, n))));
+    transfers.push_back(SendTo(Mod(r.rank + k, n), In(all)));
+  }
+  ops.push_back(Group(std::move(transfers)));
+  ops.push_back(ReduceOp3(Out(all), slot(0), slot(1)));
+  for (int rank = 2; rank < n; ++rank) ops.push_back(ReduceOp3(Out(all), Out(all), slot(rank)));
+  if (r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(Out(all)));
+  Plan plan;
+  plan.scratch_elements = static_cast<size_t>(n) * count;
+  plan.lanes.push_back(std::move(ops));
   return plan;
 }
 
@@ -285,7 +305,7 @@ Plan PairwiseAllToAll(const PlanRequest& r) {
   auto block = [&](int b) { return Range{static_cast<size_t>(b) * count, count}; };
   ops.push_back(CopyOp(Out(block(r.rank)), In(block(r.rank))));
   std::vector<Transfer> transfers;
-  for (int d = 1; d < r.size; ++d) {
+  for (int d = 1; d < r.size; ++d) {  // staggered, so every rank starts with a different partner
     const int to = Mod(r.rank + d, r.size);
     const int from = Mod(r.rank - d, r.size);
     transfers.push_back(SendTo(to, In(block(to))));
@@ -327,7 +347,8 @@ bool HasProgram(Algorithm algorithm, CollectiveKind kind) {
       return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
              kind == CollectiveKind::kAllGather;
     case Algorithm::kTree:
-    case Algorithm::kRhd: return kind == CollectiveKind::kAllReduce;
+    case Algorithm::kRhd:
+    case Algorithm::kOneShot: return kind == CollectiveKind::kAllReduce;
     case Algorithm::kChain: return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
     case Algorithm::kPairwise: return kind == CollectiveKind::kAllToAll;
     case Algorithm::kDissemination: return kind == CollectiveKind::kBarrier;
@@ -339,7 +360,7 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& request) {
   const CollectiveKind kind = request.args.kind;
   if (!HasProgram(request.algorithm, kind)) {
     return absl::InvalidArgumentError(absl::StrCat("no ", AlgorithmName(request.algorithm), " program for ",
-                                                   CollectiveKindName(kind), " on device memory"));
+                                                   CollectiveKindName(kind)));
   }
   if (request.rank < 0 || request.rank >= request.size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", request.rank, " not in a group of ", request.size));
@@ -358,11 +379,39 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& request) {
       return RingAllReduce(request);
     case Algorithm::kTree: return TreeAllReduce(request);
     case Algorithm::kRhd: return RhdAllReduce(request);
+    case Algorithm::kOneShot: return OneShotAllReduce(request);
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast ? ChainBroadcast(request) : ChainReduce(request);
     case Algorithm::kPairwise: return PairwiseAllToAll(request);
     default: return DisseminationBarrier(request);
   }
+}
+
+absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request) {
+  constexpr size_t kKept = 4;
+  constexpr size_t kMostLanes = 256;
+  struct Entry {
+    bool valid = false;
+    PlanRequest request;
+    Plan plan;
+  };
+  thread_local Entry kept[kKept + 1];  // the last slot holds a plan too large to keep
+  thread_local size_t next = 0;
+  auto same = [&](const PlanRequest& a) {
+    return a.algorithm == request.algorithm && a.rank == request.rank && a.size == request.size &&
+           a.args.kind == request.args.kind && a.args.dtype == request.args.dtype && a.args.op == request.args.op &&
+           a.args.root == request.args.root && a.args.count == request.args.count &&
+           a.args.segment_bytes == request.args.segment_bytes;
+  };
+  for (size_t i = 0; i < kKept; ++i) {
+    if (kept[i].valid && same(kept[i].request)) return &kept[i].plan;
+  }
+  BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan(request));
+  Entry& slot = plan.lanes.size() <= kMostLanes ? kept[next++ % kKept] : kept[kKept];
+  slot.valid = plan.lanes.size() <= kMostLanes;
+  slot.request = request;
+  slot.plan = std::move(plan);
+  return &slot.plan;
 }
 
 std::string DescribePlan(const Plan& plan) {

@@ -1,16 +1,16 @@
-// Programs: braid's collective algorithms written once, as data, so that two
-// executors can run the same steps (issue 16): the host one over any
-// Transport (post, then wait: host_executor.h) and the stream one over a
-// DeviceLink, queued on streams without a host round trip per step
-// (stream_executor.h).
+// Programs: braid's scheduled collective algorithms written once, as data,
+// so that every executor runs the same steps: the host one over any
+// Transport (host_executor.h: how every one of them runs on host memory)
+// and the stream one over a DeviceLink, queued on streams without a host
+// round trip per step (collectives/device/stream_executor.h).
 //
 // A Plan is one rank's part of one collective: independent `lanes`, each a
 // list of Ops over element regions of the collective's input, output and
 // the lane's own scratch. A lane is one pipeline segment: ring, tree, chain
 // and the ring reduce-scatter / all-gather cut every chunk into segments as
-// the host algorithms do (topology.h), and segment j of every chunk forms
-// lane j, so each element meets the same operands in the same order as in
-// the host algorithm (results bit-identical). Every lane of a plan has the
+// topology.h says, and segment j of every chunk forms lane j, so each
+// element meets the same operands in the same order on every executor
+// (results bit-identical). Every lane of a plan has the
 // same shape (the same ops at the same index; only sizes differ, and an
 // empty transfer is skipped on both sides), which is what lets the
 // executors interleave lanes and still match messages in order.
@@ -19,8 +19,8 @@
 //   Reduce    dst = a op b (the collective's op; avg reduces as sum)
 //   Copy      dst = a (skipped when they are the same memory)
 //   Divide    dst /= group size (avg's one division, where the result is final)
-#ifndef BRAID_COLLECTIVES_DEVICE_PROGRAM_H_
-#define BRAID_COLLECTIVES_DEVICE_PROGRAM_H_
+#ifndef BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
+#define BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -72,14 +72,20 @@ struct PlanRequest {
   int size = 1;
 };
 
-// The plan of `request`: ring (all-reduce, reduce-scatter, all-gather), tree
-// and rhd (all-reduce), chain (broadcast, reduce), p2p is not a plan.
+// The plan of `request`: ring (all-reduce, reduce-scatter, all-gather), tree,
+// rhd and one-shot (all-reduce), chain (broadcast, reduce), pairwise
+// (all-to-all), dissemination (barrier); p2p is not a plan.
 // kInvalidArgument for a pair the programs do not have. A group of one or
 // zero elements gives a plan with the local copy only (or nothing).
 absl::StatusOr<Plan> MakePlan(const PlanRequest& request);
 
-// Which algorithms have programs for `kind` (the selector's rows for device
-// links).
+// MakePlan, remembered: the calling thread's last few plans of a few
+// hundred lanes or less are kept (a plan depends on its request alone), so
+// a collective issued again skips building it. Valid until this thread's
+// next call.
+absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request);
+
+// Which algorithms have programs for `kind`.
 bool HasProgram(Algorithm algorithm, CollectiveKind kind);
 
 // "lane 0: group{send 1 out[0,4) recv 3 scratch[0,4)} reduce ..." for tests.
@@ -87,4 +93,4 @@ std::string DescribePlan(const Plan& plan);
 
 }  // namespace braid
 
-#endif  // BRAID_COLLECTIVES_DEVICE_PROGRAM_H_
+#endif  // BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_

@@ -1,0 +1,158 @@
+#include "collectives/programs/host_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "collectives/topology.h"
+#include "tensor/reduce.h"
+
+namespace braid {
+namespace {
+
+// One lane in the window: the op it runs next and the group it waits for.
+struct LaneRun {
+  size_t lane = 0;
+  size_t next = 0;
+  absl::InlinedVector<OpId, 4> posted;
+  bool done = false;
+};
+
+class PlanRun {
+ public:
+  PlanRun(const Plan& plan, Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
+          absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window)
+      : plan_(plan), transport_(transport), args_(args), input_(input), output_(output), scratch_(scratch),
+        es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())), runs_(window),
+        counts_(window * peers_ * 2) {}
+
+  absl::Status Run() {
+    const size_t lanes = plan_.lanes.size();
+    const size_t window = runs_.size();
+    size_t first = 0;  // the oldest unfinished lane
+    size_t end = 0;    // lanes started
+    while (first < lanes) {
+      for (; end < lanes && end - first < window; ++end) Start(end);
+      for (size_t lane = first; lane < end; ++lane) BRAID_RETURN_IF_ERROR(Advance(runs_[lane % window]));
+      while (first < end && runs_[first % window].done) ++first;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void Start(size_t lane) {
+    const size_t slot = lane % runs_.size();
+    LaneRun& run = runs_[slot];
+    run.lane = lane;
+    run.next = 0;
+    run.posted.clear();
+    run.done = false;
+    std::fill_n(counts_.begin() + static_cast<std::ptrdiff_t>(slot * peers_ * 2), peers_ * 2, 0u);
+  }
+
+  // One round of a lane: waits for its last group, runs its local ops up
+  // to the next group and posts that. A group with nothing to move still
+  // ends the round, so a lane's groups fall in the same rounds on every rank.
+  absl::Status Advance(LaneRun& run) {
+    if (run.done) return absl::OkStatus();
+    if (!run.posted.empty()) {
+      BRAID_RETURN_IF_ERROR(transport_.Wait(run.posted, args_.deadline));
+      run.posted.clear();
+    }
+    const std::vector<Op>& ops = plan_.lanes[run.lane];
+    while (run.next < ops.size()) {
+      const Op& op = ops[run.next++];
+      if (op.kind == Op::Kind::kGroup) return Post(run, op);
+      BRAID_RETURN_IF_ERROR(RunLocal(run, op));
+    }
+    run.done = true;
+    return absl::OkStatus();
+  }
+
+  absl::Status Post(LaneRun& run, const Op& op) {
+    const size_t slot = run.lane % runs_.size();
+    for (const Transfer& t : op.transfers) {
+      if (t.region.count == 0) continue;
+      if (t.peer < 0 || static_cast<size_t>(t.peer) >= peers_ || t.peer == transport_.rank()) {
+        return absl::InternalError(absl::StrCat("program names a bad peer ", t.peer));
+      }
+      BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> bytes, SpanOf(t.region, slot));
+      uint32_t& count = counts_[(slot * peers_ + static_cast<size_t>(t.peer)) * 2 + (t.send ? 1 : 0)];
+      const FrameHeader header = CollectiveHeader(args_, StepTag(count++, run.lane));
+      BRAID_ASSIGN_OR_RETURN(OpId id, t.send ? transport_.PostSend(t.peer, header, bytes)
+                                             : transport_.PostRecv(t.peer, header, bytes));
+      run.posted.push_back(id);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunLocal(const LaneRun& run, const Op& op) {
+    if (op.dst.count == 0) return absl::OkStatus();
+    const size_t slot = run.lane % runs_.size();
+    BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> dst, SpanOf(op.dst, slot));
+    switch (op.kind) {
+      case Op::Kind::kReduce: {
+        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> a, SpanOf(op.a, slot));
+        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> b, SpanOf(op.b, slot));
+        HostReduce(args_.dtype, args_.op, dst, a, b);
+        return absl::OkStatus();
+      }
+      case Op::Kind::kCopy: {
+        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> src, SpanOf(op.a, slot));
+        if (dst.data() != src.data()) std::memmove(dst.data(), src.data(), dst.size());
+        return absl::OkStatus();
+      }
+      case Op::Kind::kDivide: HostDivide(args_.dtype, dst, transport_.size()); return absl::OkStatus();
+      case Op::Kind::kGroup: break;
+    }
+    return absl::InternalError("a group is not a local op");
+  }
+
+  absl::StatusOr<absl::Span<std::byte>> SpanOf(const Region& r, size_t slot) const {
+    absl::Span<std::byte> base;
+    switch (r.buffer) {
+      case Buffer::kInput: base = absl::MakeSpan(const_cast<std::byte*>(input_.data()), input_.size()); break;
+      case Buffer::kOutput: base = output_; break;
+      case Buffer::kScratch: {
+        const size_t slot_bytes = plan_.scratch_elements * es_;
+        base = scratch_.subspan(slot * slot_bytes, slot_bytes);
+        break;
+      }
+    }
+    if ((r.begin + r.count) * es_ > base.size()) {
+      return absl::InternalError(absl::StrCat("program region [", r.begin, ", ", r.begin + r.count,
+                                              ") outside a buffer of ", base.size() / es_, " elements"));
+    }
+    return base.subspan(r.begin * es_, r.count * es_);
+  }
+
+  const Plan& plan_;
+  Transport& transport_;
+  const CollectiveArgs& args_;
+  absl::Span<const std::byte> input_;
+  absl::Span<std::byte> output_;
+  absl::Span<std::byte> scratch_;
+  const size_t es_;
+  const size_t peers_;
+  absl::InlinedVector<LaneRun, kLaneWindow> runs_;
+  absl::InlinedVector<uint32_t, 64> counts_;  // [slot][peer][receive, send]: messages of the lane so far
+};
+
+}  // namespace
+
+absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const CollectiveArgs& args,
+                                absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
+  if (plan.lanes.empty()) return absl::OkStatus();
+  const size_t window = std::min(kLaneWindow, plan.lanes.size());
+  absl::Span<std::byte> slots;
+  if (plan.scratch_elements > 0) {
+    BRAID_ASSIGN_OR_RETURN(slots, scratch.Get(window * plan.scratch_elements * DTypeSize(args.dtype)));
+  }
+  PlanRun run(plan, transport, args, input, output, slots, window);
+  return run.Run();
+}
+
+}  // namespace braid
