@@ -63,7 +63,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     fail "apt-get install failed for: ${missing[*]}"
 fi
 
-# The toolchain facts the build relies on (../shared/DESIGN.md, "Build").
+# The toolchain facts the build relies on (ARCHITECTURE.md, "Build").
 command -v bazel >/dev/null || fail "bazel not on PATH after installing bazel-bootstrap"
 bazel_version=$(dpkg-query -W -f='${Version}' bazel-bootstrap)
 [[ "$bazel_version" == 4.2.3* ]] || fail "need Debian's bazel-bootstrap 4.2.3, found $bazel_version"
