@@ -11,12 +11,6 @@
 #include "base/mutex.h"
 #include "base/socket.h"
 #include "base/status.h"
-#ifdef BRAID_WITH_MPI
-#include "collectives/transport/mpi/mpi_runtime.h"
-#endif
-#ifdef BRAID_WITH_CUDA
-#include "collectives/transport/nccl/nccl_transport.h"
-#endif
 #include "collectives/transport/registry.h"
 #include "runtime/store_bootstrap.h"
 
@@ -65,12 +59,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   if (base != nullptr) {
     store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
   } else if (env_.under_mpirun && env_.store_addr.empty()) {
-#ifndef BRAID_WITH_MPI
-    return absl::UnimplementedError(
-        "started by mpirun, but this binary was built without Open MPI (--define=braid_mpi=0, the GPU bundle): "
-        "start it with braidrun, or set MASTER_ADDR and MASTER_PORT");
-#else
-    BRAID_ASSIGN_OR_RETURN(mpi_bootstrap, MpiBootstrap::Create(deadline));
+    BRAID_ASSIGN_OR_RETURN(mpi_bootstrap, CreateMpiBootstrap(deadline));
     if (mpi_bootstrap->rank() != env_.rank || mpi_bootstrap->size() != env_.world_size) {
       return absl::InvalidArgumentError(absl::StrCat("mpirun's environment says rank ", env_.rank, " of ",
                                                      env_.world_size, ", MPI says rank ", mpi_bootstrap->rank(),
@@ -89,7 +78,6 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     }
     // On rank 0's host: loopback; elsewhere its host name.
     store_address = HostPort{host_port[0] == HostName() ? "127.0.0.1" : host_port[0], static_cast<uint16_t>(port)};
-#endif
   } else if (!env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
   } else {
@@ -187,7 +175,9 @@ absl::Status ProcessGroup::CreateDeviceComm(Device device) {
       }
     }
   }
-  absl::StatusOr<std::unique_ptr<NcclTransport>> nccl = NcclTransport::Create(bootstrap, device.index, deadline);
+  TransportSettings settings;
+  settings.cuda_device = device.index;
+  absl::StatusOr<std::unique_ptr<Transport>> nccl = FindTransport("nccl")->create(bootstrap, deadline, settings);
   // Every rank learns whether every rank got NCCL: all use it, or none.
   BRAID_ASSIGN_OR_RETURN(
       std::vector<std::string> results,

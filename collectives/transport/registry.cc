@@ -122,6 +122,18 @@ constexpr TransportEntry kRegistry[] = {
 
 absl::Span<const TransportEntry> TransportRegistry() { return kRegistry; }
 
+absl::StatusOr<std::unique_ptr<Bootstrap>> CreateMpiBootstrap(Deadline deadline) {
+#ifdef BRAID_WITH_MPI
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<MpiBootstrap> bootstrap, MpiBootstrap::Create(deadline));
+  return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+#else
+  (void)deadline;
+  return absl::UnimplementedError(
+      "started by mpirun, but this binary was built without Open MPI (--define=braid_mpi=0, the GPU bundle): "
+      "start it with braidrun, or set MASTER_ADDR and MASTER_PORT");
+#endif
+}
+
 const TransportEntry* FindTransport(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
   for (const TransportEntry& entry : kRegistry) {

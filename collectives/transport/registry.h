@@ -1,8 +1,9 @@
 // The transport registry: every transport braid has, in the order `auto`
 // considers them (mpi under mpirun, shm when every rank shares this host,
 // tcp; nccl only when asked for), each with when it fits, whether it can be
-// had in this build and process, and how to build it. The one place that
-// builds transports: the process group and the test suites go through it.
+// had in this build and process, and how to build it; and the bootstrap an
+// engine brings (MPI's, under mpirun). The one place that builds transports
+// and engine bootstraps: the process group and the test suites go through it.
 // Each transport's own knobs are declared in its own file
 // (ShmTransportOptionsFromEnv, TcpTransportOptionsFromEnv, SpinFromEnv).
 #ifndef BRAID_COLLECTIVES_TRANSPORT_REGISTRY_H_
@@ -69,6 +70,11 @@ absl::StatusOr<std::string> ChooseTransport(absl::string_view requested, Bootstr
 bool IsAutoTransport(absl::string_view requested);
 // The transport asked for: `requested`, else BRAID_TRANSPORT; lower case.
 std::string RequestedTransport(absl::string_view requested);
+
+// The group of mpirun's processes as a Bootstrap (MPI_COMM_WORLD): how ranks
+// meet under mpirun without a launcher's store. kUnimplemented in a build
+// without Open MPI (--define=braid_mpi=0, the GPU bundle).
+absl::StatusOr<std::unique_ptr<Bootstrap>> CreateMpiBootstrap(Deadline deadline);
 
 // ChooseTransport, then that entry's create.
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(absl::string_view requested, Bootstrap& bootstrap,
