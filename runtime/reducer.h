@@ -224,6 +224,14 @@ class Reducer {
 
   absl::Status StartIteration(bool shadow);
   absl::Status FinishIteration();
+  // Finalize's last steps (reducer_finish.cc): which parameters no rank used
+  // (`used` as agreed; copies back the average of those this rank left
+  // zero), the iteration's statistics and timeline spans, and the error for
+  // gradients never marked ready here (`missing`) or elsewhere.
+  absl::Status ApplyUnused(const Tensor& used, bool detect, bool shadow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordIterationStats(absl::Time entry, absl::Time waited, bool shadow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UnmarkedGradients(int64_t iteration, const std::vector<int>& missing,
+                                 const std::vector<std::string>& missed_elsewhere) const;
   // Marks `index` ready in a synchronized iteration; `fill` says how to put
   // its value into the bucket (copy the trainer's gradient, zero, nothing).
   enum class Fill { kCopy, kZero, kNone };
