@@ -67,7 +67,7 @@ largest size, and first touched before anything is timed; every size is a view o
 --tune FILE (all-reduce only) measures ring, tree, rhd and direct (or -a's list) over the sweep,
 picks the fastest out-of-place time at each size and writes the winners for this transport and
 world size into FILE, the selection table the communicator compiles in
-(collectives/allreduce_tuning.inc; bench/tune.sh runs it for every transport and world size).
+(tuning/allreduce.txt; bench/tune.sh runs it for every transport and world size).
 Entries of other transports and world sizes in FILE are kept.
 
 CUDA tensors (--config=cuda builds only; a plain build refuses these flags with exit status 2):

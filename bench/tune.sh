@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Regenerates braid's all-reduce selection table, collectives/allreduce_tuning.inc,
+# Regenerates braid's all-reduce selection table, tuning/allreduce.txt (data),
 # on this machine: braid_bench --tune over shm and tcp at every world size in
 # WORLD_SIZES (under braidrun) and over mpi (under mpirun), each measuring
 # ring, tree, rhd and direct at every size and keeping the fastest. Rebuild
-# afterwards: the communicator compiles the table in (communicator.cc).
+# afterwards: the selector compiles the table in (//collectives:allreduce_tuning_inc).
 #
 #   bench/tune.sh                         # shm, tcp, mpi at 2 and 4 ranks
 #   WORLD_SIZES=2 TRANSPORTS=shm bench/tune.sh
 #
 # Knobs: WORLD_SIZES ("2 4"), TRANSPORTS ("shm tcp mpi"), MAXBYTES (16M),
-# ITERS (10), WARMUP (3), TABLE (collectives/allreduce_tuning.inc).
+# ITERS (10), WARMUP (3), TABLE (tuning/allreduce.txt).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ TRANSPORTS=${TRANSPORTS:-"shm tcp mpi"}
 MAXBYTES=${MAXBYTES:-16M}
 ITERS=${ITERS:-10}
 WARMUP=${WARMUP:-3}
-TABLE=${TABLE:-collectives/allreduce_tuning.inc}
+TABLE=${TABLE:-tuning/allreduce.txt}
 export BRAID_TIMEOUT_SEC=${BRAID_TIMEOUT_SEC:-120}
 if [[ $EUID -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

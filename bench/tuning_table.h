@@ -1,13 +1,15 @@
 // The all-reduce selection table that `braid_bench --tune` writes and the
-// communicator compiles in (collectives/allreduce_tuning.inc): for each
-// transport and world size, which algorithm to run up to which message size.
+// selector compiles in (tuning/allreduce.txt, data: a genrule of
+// //collectives turns it into C++ rows): for each transport and world size,
+// which algorithm to run up to which message size.
 //
-// The file is C++ initializer rows, one per range, grouped per (transport,
-// world size) under a comment naming the machine and run they came from:
+// One row per range (transport, world size, max_bytes, algorithm), grouped
+// per (transport, world size) under a comment naming the machine and run
+// they came from:
 //
-//   // shm n=2: host, 2 CPUs, <cpu>, 2026-12-01T10:00:00Z, braid_bench --tune ...
-//   {"shm", 2, 65536, "rhd"},
-//   {"shm", 2, 0, "ring"},
+//   # shm n=2: host, 2 CPUs, <cpu>, 2026-12-01T10:00:00Z, braid_bench --tune ...
+//   shm 2 65536 rhd
+//   shm 2 0 ring
 //
 // A row applies to messages of at most max_bytes bytes (0: no bound) that no
 // earlier row of its group took. Plain single-threaded code; the file

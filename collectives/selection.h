@@ -124,7 +124,7 @@ struct SelectionThresholds {
 
 class Selector {
  public:
-  // Reads the tuned table's rows (allreduce_tuning.inc, from braid_bench
+  // Reads the tuned table's rows (tuning/allreduce.txt, from braid_bench
   // --tune) for caps.name and caps.size.
   Selector(TransportCaps caps, SelectionThresholds thresholds = {});
 

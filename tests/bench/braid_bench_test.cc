@@ -191,11 +191,11 @@ TEST_CASE("braid_bench -h: the flags, then what the numbers mean, exit 0", "[ben
 }
 
 TEST_CASE("braid_bench --tune writes this transport's rows and keeps the others", "[bench]") {
-  const std::string table = absl::StrCat(TestTempDir(), "/tuning.inc");
+  const std::string table = absl::StrCat(TestTempDir(), "/allreduce.txt");
   {
     std::FILE* file = std::fopen(table.c_str(), "w");
     REQUIRE(file != nullptr);
-    std::fputs("// tcp n=7: elsewhere\n{\"tcp\", 7, 0, \"tree\"},\n", file);
+    std::fputs("# tcp n=7: elsewhere\ntcp 7 0 tree\n", file);
     std::fclose(file);
   }
   const std::vector<std::string> argv = {Runfile("launcher/braidrun"), "--standalone", "--nproc-per-node=2",
@@ -228,7 +228,7 @@ TEST_CASE("braid_bench --tune writes this transport's rows and keeps the others"
 
 TEST_CASE("braid_bench: auto follows the checked-in tuning table for its transport and world size", "[bench]") {
   absl::StatusOr<std::vector<bench::TuningGroup>> groups =
-      bench::ParseTuningTable(ReadFile(Runfile("collectives/allreduce_tuning.inc")));
+      bench::ParseTuningTable(ReadFile(Runfile("tuning/allreduce.txt")));
   REQUIRE(groups.ok());
   const int n = 2;
   const std::string transport = GENERATE(std::string("shm"), std::string("tcp"));
@@ -283,7 +283,8 @@ TEST_CASE("RangesFromPoints: runs merge, a lone noisy winner is smoothed, the la
   CHECK(ranges[0].max_bytes == 4096);
   CHECK(ranges[1].algorithm == "ring");
   CHECK(ranges[1].max_bytes == 0);
-  CHECK(!bench::ParseTuningTable("{\"shm\", 2, x, \"ring\"},\n").ok());
+  CHECK(!bench::ParseTuningTable("shm 2 x ring\n").ok());
+  CHECK(!bench::ParseTuningTable("shm 2 0\n").ok());
 }
 
 }  // namespace

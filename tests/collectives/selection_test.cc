@@ -134,7 +134,7 @@ TEST_CASE("Selector: a device-memory transport runs only its engine's collective
 }
 
 TEST_CASE("Selector: the tuned table's rows for shm and tcp", "[selection]") {
-  // The checked-in table (allreduce_tuning.inc) has shm n=2 "direct" for
+  // The checked-in table (tuning/allreduce.txt) has shm n=2 "direct" for
   // every size and tcp n=2 one-shot up to 32 KiB, then ring.
   const Selector shm(Caps("shm", 2, true, true));
   CHECK(Pick(shm, CollectiveKind::kAllReduce, 16, 4) == Algorithm::kWindow);
