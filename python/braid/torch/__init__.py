@@ -25,7 +25,6 @@ gradients reduced by braid, `allreduce_hook` is a DDP communication hook:
 """
 
 import atexit
-import queue
 import threading
 
 import torch
@@ -120,79 +119,27 @@ def _register():
 _register()
 
 
-class _Completer:
-    """Completes the hook's futures for one braid group, in issue order.
-
-    braid runs a group's collectives in the order they were issued, so one
-    thread waiting on them in that order completes each future as soon as it
-    can. Every wait is bounded by braid's deadline (Work.wait raises
-    braid.Error then), so the thread never blocks forever on a collective.
-    """
-
-    def __init__(self):
-        self._queue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="braid-ddp-hook", daemon=True)
-        self._thread.start()
-
-    def submit(self, work, tensor):
-        """The future of `work`: `tensor` once it is done, or its error."""
-        # torch 1.13's Future.set_exception stores the exception as the value,
-        # which DDP's C++ side then fails to read as a tensor; an exception
-        # raised in a then() callback is a real error of the chained future,
-        # which DDP rethrows with braid's message.
-        raw = torch.futures.Future()
-        self._queue.put((work, raw, tensor))
-        return raw.then(_unwrap)
-
-    def stop(self):
-        """Lets the thread finish what was submitted, then end (before Python's finalization)."""
-        self._queue.put(None)
-        self._thread.join(timeout=60)
-
-    def _run(self):
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            work, raw, tensor = item
-            try:
-                work.wait()
-            except BaseException as error:  # braid.Error, or anything else: the future carries it
-                raw.set_result((None, error))
-            else:
-                raw.set_result((tensor, None))
-
-
-def _unwrap(fut):
-    tensor, error = fut.value()
-    if error is not None:
-        raise error
-    return tensor
-
-
-_completers_lock = threading.Lock()
-# id(group) -> (group, completer); the group is kept so its id is not reused.
-_completers = {}
+_hook_backends_lock = threading.Lock()
+# id(group) -> (group, backend); the group is kept so its id is not reused.
+_hook_backends = {}
 
 
 @atexit.register
-def _stop_completers():
-    # At exit, not at finalization: a daemon thread that Python's finalization
-    # stops while it is inside braid's C++ aborts the process ("terminate called
-    # without an active exception").
-    with _completers_lock:
-        entries = list(_completers.values())
-        _completers.clear()
-    for _, completer in entries:
-        completer.stop()
+def _release_hook_backends():
+    # At exit, not at finalization: a backend's completion thread that
+    # Python's finalization stops while it is inside braid's C++ aborts the
+    # process ("terminate called without an active exception").
+    with _hook_backends_lock:
+        _hook_backends.clear()
 
 
-def _completer_for(group):
-    with _completers_lock:
-        entry = _completers.get(id(group))
+def _backend_for(group):
+    """A braid backend on braid.Group `group`'s own connections (no rendezvous), made once."""
+    with _hook_backends_lock:
+        entry = _hook_backends.get(id(group))
         if entry is None:
-            entry = (group, _Completer())
-            _completers[id(group)] = entry
+            entry = (group, _torch.share_backend(group._handle, None, 0.0))
+            _hook_backends[id(group)] = entry
         return entry[1]
 
 
@@ -210,15 +157,14 @@ def allreduce_hook(state, bucket):
         braid meets through torch's store, so this works under torchrun too.
 
     The reduction is issued at once and the returned torch.futures.Future
-    completes with the averaged bucket (in place), from a background thread;
-    a braid failure sets the future's exception, which DDP raises.
+    completes with the averaged bucket (in place), from the backend's
+    completion thread (a braid Group's through a backend on its own
+    connections); a braid failure sets the future's exception, which DDP
+    raises.
     """
     tensor = bucket.buffer()
-    if isinstance(state, dist.ProcessGroup):
-        opts = dist.AllreduceOptions()
-        opts.reduceOp = dist.ReduceOp.AVG
-        # The backend's own completion thread completes the work's future.
-        return state.allreduce([tensor], opts).get_future().then(lambda fut: fut.value()[0])
-    group = state if state is not None else braid.init()  # init() returns the same group again
-    work = group.all_reduce(tensor, op="avg", async_op=True)
-    return _completer_for(group).submit(work, tensor)
+    if not isinstance(state, dist.ProcessGroup):
+        state = _backend_for(state if state is not None else braid.init())  # init() returns the same group again
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.AVG
+    return state.allreduce([tensor], opts).get_future().then(lambda fut: fut.value()[0])
