@@ -24,9 +24,12 @@
 //  - host (stream_host.cc): one thread per stream running its queue in
 //    order, events as generation counters, "device memory" is host memory,
 //    the host reduction kernels.
-// Where they differ: a host stream's queue is unbounded and its HostFunc runs
-// on the stream's own thread; CUDA's ops run on the GPU and its host
-// functions on a driver thread. A failed op (a CUDA error; a host op never
+// Both run the host functions of every stream on one thread (CUDA's driver
+// thread; the host runtime's own), in the order the streams reach them, the
+// stream waiting for its own; a host function that calls into any Stream,
+// Event or DeviceRuntime is an error (the host runtime fails that call and
+// every later Synchronize of the host function's stream). Where they differ: a host stream's queue is
+// unbounded; CUDA's ops run on the GPU. A failed op (a CUDA error; a host op never
 // fails) makes the stream's later calls and Synchronize return it.
 //
 // Threads: a Stream may be used from several threads (calls are ordered by
@@ -76,8 +79,10 @@ class Stream {
   // dst[i] = src[i] converted (between f32, f64, f16 and bf16; round to
   // nearest even), `count` elements; no overlap.
   virtual absl::Status Cast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count) = 0;
-  // Runs `fn` on the host when the stream reaches it. `fn` must not call
-  // into any Stream or Event (CUDA forbids it in host functions).
+  // Runs `fn` on the host when the stream reaches it, on the one thread that
+  // runs every stream's host functions; later work on this stream waits for
+  // it. `fn` must not call into any Stream, Event or DeviceRuntime, nor wait
+  // for other device work (CUDA forbids both in host functions).
   virtual absl::Status HostFunc(std::function<void()> fn) = 0;
   // Blocks until everything queued so far has run; the first failure of an
   // op, or kDeadlineExceeded at `deadline`.

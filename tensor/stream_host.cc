@@ -1,5 +1,11 @@
 // The host implementation of tensor/stream.h: a thread per stream that runs
 // its queue in order; events count Records (queued) and completions (run).
+// It holds code to CUDA's contract for host functions, so that CI finds what
+// a GPU would: the host functions of every stream run on one thread, in the
+// order the streams reach them, each stream waiting for its own to return
+// (so a host function that waits for other device work can deadlock, as
+// under CUDA); and a host function that calls the device interface is an
+// error: the call fails, and so does every later Synchronize of its stream.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +28,90 @@ namespace {
 
 // How often a stream blocked on an event looks whether it is being destroyed.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(50);
+
+// A stream's first failure: what its later Synchronize calls return.
+class StickyFailure {
+ public:
+  void Set(const absl::Status& status) {
+    MutexLock lock(&mu_);
+    if (first_.ok()) first_ = status;
+  }
+  absl::Status Get() {
+    MutexLock lock(&mu_);
+    return first_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+};
+
+// The stream whose host function this thread is running (the host-function
+// thread, while it runs one), else null.
+thread_local StickyFailure* t_host_function_of = nullptr;
+
+// OK outside host functions; inside one, the error CUDA's contract makes of
+// `call` (cudaErrorNotPermitted at best, a deadlock at worst), which also
+// fails the host function's stream from then on.
+absl::Status CheckNotInHostFunction(const char* call) {
+  if (t_host_function_of == nullptr) return absl::OkStatus();
+  const absl::Status error = absl::FailedPreconditionError(
+      absl::StrCat("a host function called ", call, ": CUDA forbids device calls in host functions (host ",
+                   "functions run on one thread for every stream; queue the work on a stream instead)"));
+  t_host_function_of->Set(error);
+  return error;
+}
+
+// CUDA's one thread for the host functions of every stream: Run() hands it a
+// function and returns once it ran, so the calling stream waits for its own.
+class HostFunctionThread {
+ public:
+  static HostFunctionThread& Get() {
+    static HostFunctionThread* thread = new HostFunctionThread();  // lives as long as the process
+    return *thread;
+  }
+
+  // Runs `fn` for the stream whose failures `owner` keeps.
+  void Run(std::function<void()>& fn, StickyFailure* owner) {
+    Call call{&fn, owner};
+    MutexLock lock(&mu_);
+    calls_.push_back(&call);
+    changed_.SignalAll();
+    while (!call.done) Wait(&changed_, &mu_);
+  }
+
+ private:
+  struct Call {
+    std::function<void()>* fn;
+    StickyFailure* owner;
+    bool done = false;
+  };
+
+  HostFunctionThread() : thread_([this] { Loop(); }) { thread_.detach(); }
+
+  void Loop() {
+    while (true) {
+      Call* call = nullptr;
+      {
+        MutexLock lock(&mu_);
+        while (calls_.empty()) Wait(&changed_, &mu_);
+        call = calls_.front();
+        calls_.pop_front();
+      }
+      t_host_function_of = call->owner;
+      (*call->fn)();
+      t_host_function_of = nullptr;
+      MutexLock lock(&mu_);
+      call->done = true;
+      changed_.SignalAll();
+    }
+  }
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::deque<Call*> calls_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
 
 // An event's counters live apart from the Event object, shared with the ops
 // queued on it, so that destroying an Event with work pending is safe (as
@@ -62,10 +152,12 @@ class HostEvent : public Event {
   const std::shared_ptr<EventState>& state() const { return state_; }
 
   absl::StatusOr<bool> Query() override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Event::Query"));
     MutexLock lock(&state_->mu);
     return state_->completed >= state_->recorded;
   }
   absl::Status Synchronize(Deadline deadline) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Event::Synchronize"));
     if (state_->WaitFor(state_->Latest(), deadline)) return absl::OkStatus();
     return absl::DeadlineExceededError("host event: its latest record has not completed by the deadline");
   }
@@ -87,6 +179,7 @@ class HostStream : public Stream {
   }
 
   absl::Status Record(Event& event) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Record"));
     auto* host = dynamic_cast<HostEvent*>(&event);
     if (host == nullptr) return absl::InvalidArgumentError("a host stream can record only a host event");
     std::shared_ptr<EventState> state = host->state();
@@ -94,6 +187,7 @@ class HostStream : public Stream {
     return Enqueue([state, generation] { state->Complete(generation); });
   }
   absl::Status WaitEvent(Event& event) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::WaitEvent"));
     auto* host = dynamic_cast<HostEvent*>(&event);
     if (host == nullptr) return absl::InvalidArgumentError("a host stream can wait only for a host event");
     std::shared_ptr<EventState> state = host->state();
@@ -106,12 +200,15 @@ class HostStream : public Stream {
     });
   }
   absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Copy"));
     return Enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
   absl::Status Zero(void* dst, size_t bytes) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Zero"));
     return Enqueue([dst, bytes] { std::memset(dst, 0, bytes); });
   }
   absl::Status Reduce(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Reduce"));
     const size_t bytes = count * DTypeSize(dtype);
     return Enqueue([=] {
       HostReduce(dtype, op, absl::MakeSpan(static_cast<std::byte*>(dst), bytes),
@@ -120,18 +217,24 @@ class HostStream : public Stream {
     });
   }
   absl::Status Divide(DType dtype, void* data, size_t count, int64_t divisor) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Divide"));
     const size_t bytes = count * DTypeSize(dtype);
     return Enqueue([=] { HostDivide(dtype, absl::MakeSpan(static_cast<std::byte*>(data), bytes), divisor); });
   }
   absl::Status Cast(DType dst_dtype, void* dst, DType src_dtype, const void* src, size_t count) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Cast"));
     // Checked now (a host op never fails later); the conversion runs in order.
     const auto out = absl::MakeSpan(static_cast<std::byte*>(dst), count * DTypeSize(dst_dtype));
     const auto in = absl::MakeConstSpan(static_cast<const std::byte*>(src), count * DTypeSize(src_dtype));
     BRAID_RETURN_IF_ERROR(HostCast(dst_dtype, {}, src_dtype, {}));  // the dtypes
     return Enqueue([=] { (void)HostCast(dst_dtype, out, src_dtype, in); });
   }
-  absl::Status HostFunc(std::function<void()> fn) override { return Enqueue(std::move(fn)); }
+  absl::Status HostFunc(std::function<void()> fn) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::HostFunc"));
+    return Enqueue([this, fn = std::move(fn)]() mutable { HostFunctionThread::Get().Run(fn, &failure_); });
+  }
   absl::Status Synchronize(Deadline deadline) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("Stream::Synchronize"));
     MutexLock lock(&mu_);
     const uint64_t target = queued_;
     while (ran_ < target) {
@@ -142,7 +245,7 @@ class HostStream : public Stream {
       }
       WaitWithTimeout(&changed_, &mu_, left);
     }
-    return absl::OkStatus();
+    return failure_.Get();
   }
   void* native() override { return nullptr; }
 
@@ -181,7 +284,8 @@ class HostStream : public Stream {
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ran_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the rest is built
+  StickyFailure failure_;  // a host function of this stream that called the device interface
+  std::thread thread_;     // last: starts once the rest is built
 };
 
 class HostRuntime : public DeviceRuntime {
@@ -192,14 +296,24 @@ class HostRuntime : public DeviceRuntime {
   absl::StatusOr<std::unique_ptr<Stream>> WrapStream(void*) override {
     return absl::UnimplementedError("the host runtime has no native streams to wrap");
   }
-  absl::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::unique_ptr<Stream>(new HostStream()); }
-  absl::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::unique_ptr<Event>(new HostEvent()); }
+  absl::StatusOr<std::unique_ptr<Stream>> NewStream() override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("DeviceRuntime::NewStream"));
+    return std::unique_ptr<Stream>(new HostStream());
+  }
+  absl::StatusOr<std::unique_ptr<Event>> NewEvent() override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("DeviceRuntime::NewEvent"));
+    return std::unique_ptr<Event>(new HostEvent());
+  }
   absl::StatusOr<void*> Allocate(size_t bytes) override {
+    BRAID_RETURN_IF_ERROR(CheckNotInHostFunction("DeviceRuntime::Allocate"));
     void* memory = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
     if (memory == nullptr) return absl::ResourceExhaustedError(absl::StrCat("host runtime: ", bytes, " bytes"));
     return memory;
   }
-  void Free(void* memory) override { std::free(memory); }
+  void Free(void* memory) override {
+    (void)CheckNotInHostFunction("DeviceRuntime::Free");  // fails the host function's stream
+    std::free(memory);
+  }
 
  private:
   HostStream default_stream_;

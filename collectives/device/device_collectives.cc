@@ -17,19 +17,23 @@ namespace {
 
 constexpr absl::Duration kWatchEvery = absl::Milliseconds(100);
 constexpr absl::Duration kDrain = absl::Seconds(30);
+// How long the completer waits on one event before it looks whether it is
+// being stopped.
+constexpr absl::Duration kCompleteSlice = absl::Milliseconds(50);
 
 }  // namespace
 
-// What the watchdog and the streams' callbacks share; outlives the object
-// if a callback comes after it (a device that never drained).
+// What the watchdog, the completer and the callers share.
 struct DeviceCollectives::State {
   struct Pending {
     Deadline deadline;
     std::string what;
     OnDone done;
+    std::shared_ptr<Event> finished;  // recorded after the collective on the communication stream
   };
   absl::Mutex mu;
-  absl::CondVar wake;
+  absl::CondVar wake;    // the watchdog's: stopping
+  absl::CondVar queued;  // the completer's: a collective queued, or stopping
   std::map<uint64_t, Pending> pending ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -63,6 +67,7 @@ absl::StatusOr<std::unique_ptr<DeviceCollectives>> DeviceCollectives::Create(Dev
   BRAID_ASSIGN_OR_RETURN(device->stream_, link.runtime().NewStream());
   BRAID_ASSIGN_OR_RETURN(device->executor_, StreamExecutor::Create(link));
   device->watchdog_ = std::thread([d = device.get()] { d->Watch(); });
+  device->completer_ = std::thread([d = device.get()] { d->CompleteInOrder(); });
   return device;
 }
 
@@ -72,8 +77,10 @@ DeviceCollectives::~DeviceCollectives() {
     MutexLock lock(&state_->mu);
     state_->stopping = true;
     state_->wake.SignalAll();
+    state_->queued.SignalAll();
   }
   watchdog_.join();
+  completer_.join();
   executor_.reset();
   link_.runtime().Free(gather_);
 }
@@ -96,6 +103,39 @@ void DeviceCollectives::Watch() {
     }
     if (failure.ok()) failure = link_.AsyncError();
     if (!failure.ok()) on_failure_(failure);
+  }
+}
+
+// Collectives on the communication stream finish in the order they were
+// queued: wait for the oldest one's event, complete it, go on. Never a host
+// function on a stream (CUDA runs those of every stream on one thread, where
+// a user's blocking one would hold braid's completions back).
+void DeviceCollectives::CompleteInOrder() {
+  while (true) {
+    uint64_t id = 0;
+    std::shared_ptr<Event> finished;
+    bool stopping = false;
+    {
+      MutexLock lock(&state_->mu);
+      while (state_->pending.empty() && !state_->stopping) Wait(&state_->queued, &state_->mu);
+      stopping = state_->stopping;
+      if (state_->pending.empty()) return;  // stopping, and nothing is left
+      id = state_->pending.begin()->first;
+      finished = state_->pending.begin()->second.finished;
+    }
+    if (!stopping) {
+      const absl::Status waited = finished->Synchronize(DeadlineIn(kCompleteSlice));
+      if (absl::IsDeadlineExceeded(waited)) continue;  // the watchdog owns deadlines; look again
+      state_->Complete(id, waited);
+      continue;
+    }
+    // Destroyed: the stream has drained (or its drain timed out).
+    absl::StatusOr<bool> done = finished->Query();
+    state_->Complete(id, !done.ok() ? done.status()
+                         : *done    ? absl::OkStatus()
+                                    : absl::AbortedError(absl::StrCat("rank ", link_.rank(),
+                                                                      ": the communicator was destroyed before the "
+                                                                      "device finished this collective")));
   }
 }
 
@@ -122,21 +162,14 @@ absl::StatusOr<std::shared_ptr<Event>> DeviceCollectives::Run(Algorithm algorith
     BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({algorithm, args, link_.rank(), link_.size()}));
     BRAID_RETURN_IF_ERROR(executor_->Run(plan, args, input, output, *stream_));
   }
-  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Event> finished, link_.runtime().NewEvent());
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Event> recorded, link_.runtime().NewEvent());
+  std::shared_ptr<Event> finished(std::move(recorded));
   BRAID_RETURN_IF_ERROR(stream_->Record(*finished));
-  uint64_t id = 0;
-  {
-    MutexLock lock(&state_->mu);
-    id = state_->next_id++;
-    state_->pending[id] = State::Pending{args.deadline, DescribeCollective(args), std::move(done)};
-  }
-  std::shared_ptr<State> state = state_;
-  const absl::Status queued = stream_->HostFunc([state, id] { state->Complete(id, absl::OkStatus()); });
-  if (!queued.ok()) {
-    state_->Complete(id, queued);  // its Work fails; the caller aborts
-    return queued;
-  }
-  return std::shared_ptr<Event>(std::move(finished));
+  MutexLock lock(&state_->mu);
+  const uint64_t id = state_->next_id++;
+  state_->pending[id] = State::Pending{args.deadline, DescribeCollective(args), std::move(done), finished};
+  state_->queued.SignalAll();
+  return finished;
 }
 
 absl::Status DeviceCollectives::GatherBytes(const CollectiveArgs& args, absl::Span<const std::byte> mine,

@@ -7,9 +7,11 @@
 // that stream's earlier work wrote, never a stale input); Run() makes the
 // communication stream wait for it, queues the collective there (the
 // engine's own, or braid's program by StreamExecutor), records the done
-// event that Work::WaitStream hands to a consumer stream, and queues a host
-// callback that completes the Work. The host never waits for the device on
-// this path.
+// event that Work::WaitStream hands to a consumer stream. braid's own
+// completer thread waits for those events in order and completes each Work:
+// no host function on any stream (CUDA runs every stream's host functions
+// on one thread, where a user's blocking one would hold braid back). The
+// calling thread never waits for the device on this path.
 //
 // Deadlines and errors: a watchdog thread looks every 100 ms at the link's
 // AsyncError (NCCL's ncclCommGetAsyncError) and at every queued
@@ -70,6 +72,7 @@ class DeviceCollectives {
   struct State;
   DeviceCollectives(DeviceLink& link, OnFailure on_failure);
   void Watch();
+  void CompleteInOrder();
 
   DeviceLink& link_;
   const OnFailure on_failure_;
@@ -80,6 +83,7 @@ class DeviceCollectives {
   size_t gather_bytes_ = 0;
   std::shared_ptr<State> state_;
   std::thread watchdog_;
+  std::thread completer_;
 };
 
 }  // namespace braid

@@ -7,11 +7,14 @@
 #include "tensor/stream.h"
 
 #include <atomic>
+#include <future>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "catch2/catch.hpp"
 #include "tensor/device.h"
@@ -177,6 +180,61 @@ TEST_CASE("Stream: destroying a stream finishes what was queued on it", "[stream
     }
     REQUIRE(done == 5);
   }
+}
+
+// CUDA may run the host functions of independent streams one after another on
+// one thread; the host runtime always does, so that a host function waiting
+// for other device work deadlocks in CI as it can on a GPU (the first H200
+// run: reducer_device_test). Without that, b's function runs at once.
+TEST_CASE("Stream: host functions of every stream run on one thread, one at a time", "[stream]") {
+  DeviceRuntime& rt = DeviceRuntime::Host();
+  auto a = NewStream(rt);
+  auto b = NewStream(rt);
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  std::thread::id a_thread, b_thread;
+  std::atomic<bool> b_ran{false};
+  REQUIRE(a->HostFunc([&] {
+              a_thread = std::this_thread::get_id();
+              opened.wait();
+            }).ok());
+  REQUIRE(b->HostFunc([&] {
+              b_thread = std::this_thread::get_id();
+              b_ran = true;
+            }).ok());
+  auto after_b = NewEvent(rt);
+  REQUIRE(b->Record(*after_b).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  CHECK_FALSE(b_ran.load());  // behind a's, which holds the one thread
+  CHECK_FALSE(*after_b->Query());  // and b's later work waits for its own function
+  open.set_value();
+  REQUIRE(b->Synchronize(DeadlineIn(absl::Seconds(10))).ok());
+  REQUIRE(a->Synchronize(DeadlineIn(absl::Seconds(10))).ok());
+  CHECK(b_ran.load());
+  CHECK(a_thread == b_thread);
+}
+
+TEST_CASE("Stream: a host function that calls the device interface fails, and so does its stream", "[stream]") {
+  DeviceRuntime& rt = DeviceRuntime::Host();
+  auto stream = NewStream(rt);
+  auto other = NewStream(rt);
+  auto event = NewEvent(rt);
+  absl::Status inside_record, inside_query;
+  REQUIRE(stream->HostFunc([&] {
+                  inside_record = other->Record(*event);
+                  inside_query = event->Query().status();
+                }).ok());
+  const absl::Status synced = stream->Synchronize(DeadlineIn(absl::Seconds(10)));
+  INFO(synced << " / " << inside_record << " / " << inside_query);
+  CHECK(inside_record.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(inside_record.message(), "a host function called Stream::Record"));
+  CHECK(inside_query.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(synced.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(synced.message(), "CUDA forbids device calls in host functions"));
+  CHECK(other->Synchronize(DeadlineIn(absl::Seconds(10))).ok());  // the call never reached it
+  // The same calls from the host are fine.
+  CHECK(other->Record(*event).ok());
+  CHECK(event->Synchronize(DeadlineIn(absl::Seconds(10))).ok());
 }
 
 TEST_CASE("DeviceRuntime: CUDA is refused clearly without it", "[stream]") {

@@ -181,6 +181,33 @@ TEST_CASE("device communicator: a slow producer is never read stale; WaitStream 
   }
 }
 
+// Every rank's producer stream is held by a user's host function that waits
+// until that rank's collective (on another stream) is done. CUDA runs every
+// stream's host functions on one thread, and so does the host runtime: had
+// braid completed its Work from a host function, it would queue behind the
+// user's and never run (the first H200 run's reducer_device_test hang).
+TEST_CASE("device communicator: a user's blocking host function does not hold braid's completions back") {
+  for (DeviceRuntime* rt : testing::TestRuntimes()) {
+  g_device = rt->device();
+  INFO(rt->name());
+  const auto statuses = RunDeviceRanks(*rt, 2, kLong, [rt](int r, Communicator& comm, Stream& producer, std::vector<Tensor>& keep) -> absl::Status {
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    BRAID_RETURN_IF_ERROR(producer.HostFunc([released] { released.wait(); }));
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Stream> other, rt->NewStream());
+    BRAID_ASSIGN_OR_RETURN(Tensor t, Filled(256, static_cast<float>(r + 1)));
+    keep.push_back(t);
+    BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm.AllReduce(t, ReduceOp::kSum, {.stream = other.get()}));
+    const absl::Status waited = work->Wait(DeadlineIn(absl::Seconds(10)));
+    release.set_value();
+    BRAID_RETURN_IF_ERROR(Annotate(waited, absl::StrCat("rank ", r, ": its Work, with the host-function thread held")));
+    BRAID_RETURN_IF_ERROR(other->Synchronize(DeadlineIn(kLong)));
+    return Expect(t, [](size_t) { return 3.0f; }, absl::StrCat("rank ", r));
+  });
+  REQUIRE_ALL_OK(statuses);
+  }
+}
+
 TEST_CASE("device communicator: a collective the device never finishes fails at its deadline") {
   for (DeviceRuntime* rt : testing::TestRuntimes()) {
   g_device = rt->device();
