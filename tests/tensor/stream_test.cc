@@ -194,10 +194,13 @@ TEST_CASE("Stream: host functions of every stream run on one thread, one at a ti
   std::shared_future<void> opened = open.get_future().share();
   std::thread::id a_thread, b_thread;
   std::atomic<bool> b_ran{false};
+  std::promise<void> a_started;
   REQUIRE(a->HostFunc([&] {
               a_thread = std::this_thread::get_id();
+              a_started.set_value();
               opened.wait();
             }).ok());
+  a_started.get_future().wait();  // a's function holds the thread before b's is queued
   REQUIRE(b->HostFunc([&] {
               b_thread = std::this_thread::get_id();
               b_ran = true;
