@@ -5,19 +5,26 @@
 // collectives, and LocalDeviceTransport (host streams) for the buckets: the
 // same code CUDA buckets on NCCL take, with only the link swapped.
 //
-// The ordering check: rank 1's compute stream is held (a host function
-// waiting on a latch) through iteration 1, so its all-reduce cannot finish;
-// rank 0 meanwhile finalizes iteration 1 and queues iteration 2's gradients
-// into the same bucket memory before the latch opens. Iteration 1's average
-// comes out right on both ranks only if a bucket is never reused before its
-// done event.
-#include <future>
+// The ordering check: rank 1's compute stream is held (a host function)
+// through iteration 1, so its all-reduce cannot finish; rank 0 meanwhile
+// finalizes iteration 1 and queues iteration 2's gradients into the same
+// bucket memory, then lets rank 1 go on. Iteration 1's average comes out
+// right on both ranks only if a bucket is never reused before its done event.
+//
+// The host function waits for rank 0 at most kHold: CUDA forbids a host
+// function to wait for other device work, and rank 0's way to iteration 2
+// must not need the device (a device-wide synchronization there, as
+// cudaFree's, would wait for rank 1's held stream: the first H200 run hung
+// with an unbounded latch here). If rank 0 did not get there in time, the
+// test fails saying so instead of hanging.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "collectives/communicator.h"
@@ -34,6 +41,7 @@ namespace braid {
 namespace {
 
 constexpr int kRanks = 2;
+constexpr absl::Duration kHold = absl::Seconds(10);
 constexpr int kIterations = 3;
 const std::vector<int64_t> kSizes = {3000, 5000, 700};
 
@@ -46,8 +54,14 @@ float Average(int iteration, size_t param) {
   return sum / kRanks;
 }
 
-absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLinks& links, std::shared_future<void> latch,
-                     std::promise<void>* open_latch, bool fp16) {
+// Rank 0 got to iteration 2 (while rank 1 was held), and whether rank 1's
+// hold ran out first.
+struct Hold {
+  std::atomic<bool> rank0_ahead{false};
+  std::atomic<bool> ran_out{false};
+};
+
+absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLinks& links, Hold& hold, bool fp16) {
   BRAID_ASSIGN_OR_RETURN(testing::DeviceThreadRank ranked,
                          testing::MakeDeviceThreadRank(links, rank, kRanks, port, absl::Seconds(30)));
   std::unique_ptr<ProcessGroup>& group = ranked.group;
@@ -70,7 +84,13 @@ absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLink
     BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Reducer> reducer, Reducer::Create(*group, grads, options));
     for (int it = 0; it < kIterations; ++it) {
       BRAID_RETURN_IF_ERROR(reducer->PrepareForBackward());
-      if (rank == 1 && it == 1) BRAID_RETURN_IF_ERROR(compute->HostFunc([latch] { latch.wait(); }));
+      if (rank == 1 && it == 1) {
+        BRAID_RETURN_IF_ERROR(compute->HostFunc([&hold] {
+          const absl::Time until = absl::Now() + kHold;
+          while (!hold.rank0_ahead.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+          hold.ran_out = !hold.rank0_ahead.load();
+        }));
+      }
       for (size_t p = kSizes.size(); p-- > 0;) {
         written[it].push_back(std::vector<float>(kSizes[p], Gradient(rank, it, p)));
         BRAID_RETURN_IF_ERROR(compute->Copy(grads[p].data(), written[it].back().data(), grads[p].nbytes()));
@@ -82,7 +102,7 @@ absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLink
         BRAID_RETURN_IF_ERROR(compute->Copy(read[it].back().data(), grads[p].data(), grads[p].nbytes()));
       }
       // Rank 0 has queued iteration 2's gradients into the buckets: now rank 1 may go on.
-      if (rank == 0 && it == 2) open_latch->set_value();
+      if (rank == 0 && it == 2) hold.rank0_ahead = true;
     }
     BRAID_RETURN_IF_ERROR(compute->Synchronize(DeadlineIn(absl::Seconds(30))));
   }
@@ -102,21 +122,21 @@ absl::Status RunRank(DeviceRuntime& rt, int rank, uint16_t port, LocalDeviceLink
 void Run(DeviceRuntime& rt, bool compress) {
   INFO(rt.name());
   LocalDeviceLinks links(rt, kRanks);
-  std::promise<void> open;
-  std::shared_future<void> latch = open.get_future().share();
+  Hold hold;
   const uint16_t port = UnusedPort();
   std::vector<absl::Status> statuses(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      statuses[r] = RunRank(rt, r, port, links, latch, &open, compress);
-      if (r == 0 && !statuses[r].ok()) {
-        try { open.set_value(); } catch (const std::future_error&) {}
-      }
+      statuses[r] = RunRank(rt, r, port, links, hold, compress);
+      if (r == 0) hold.rank0_ahead = true;  // done (or failed): rank 1 need not wait
     });
   }
   for (auto& t : threads) t.join();
   REQUIRE_ALL_OK(statuses);
+  INFO("rank 0 did not queue iteration 2 while rank 1's compute stream was held: something on its way "
+       "waits for the device (a device-wide synchronization such as cudaFree's)");
+  CHECK_FALSE(hold.ran_out.load());
 }
 
 
