@@ -110,6 +110,15 @@ class MpiTransport final : public Transport, public NativeCollectives {
                               absl::Span<std::byte> output) override;
 
  private:
+  // MPI tags on the transport's own communicator.
+  static constexpr int kFrameTag = 1;    // a header, with an inline payload
+  static constexpr int kPayloadTag = 2;  // a large payload, after its header
+  static constexpr int kAbortTag = 3;    // an abort notice: the sender's error text
+  // An abort notice's text is at most this long (one eager message).
+  static constexpr size_t kMaxAbortText = 4000;
+  // A large payload travels in messages of at most this size (MPI counts are int).
+  static constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+
   struct Op : OpRecord {
     std::vector<std::byte> staging;    // the header message (and an inline payload)
     MPI_Request first = MPI_REQUEST_NULL;
@@ -130,8 +139,10 @@ class MpiTransport final : public Transport, public NativeCollectives {
   absl::Status CheckPeer(int peer) const;
   absl::Status PostAbortReceive();
   // One MPI_Testsome over everything pending, then the state machines.
-  // Returns whether anything completed.
+  // Returns whether anything completed (mpi_progress.cc).
   absl::StatusOr<bool> Progress();
+  // Every active request into poll_requests_, with its slot.
+  void CollectPending();
   void AdvanceReceives(int peer);
   void Complete(OpId id, absl::Status status);
   void FailPeer(int peer, const absl::Status& status);
