@@ -5,6 +5,8 @@
 Rank 0 prints microseconds per call (3000 calls after 200 warm-up, one job) for braid's plain
 API, the backend's own method, dist.all_reduce, and the ProcessGroup method with asyncOp left true;
 then how long an asynchronous call takes to return its Work (the backend's method, dist.all_reduce).
+The same two dist.all_reduce rows on torch's "fake" backend, which moves nothing, give the floor of
+torch's own layers (Python, the dispatcher, ProcessGroup) that no backend can go under.
 """
 import time
 
@@ -13,6 +15,7 @@ import torch.distributed as dist
 
 import braid
 import braid.torch  # noqa: F401
+from torch.testing._internal.distributed import fake_pg  # noqa: F401  (registers the "fake" backend)
 
 torch.set_num_threads(1)
 dist.init_process_group("braid")
@@ -41,6 +44,8 @@ bench("braid plain `group.all_reduce(t)`", lambda: group.all_reduce(t))
 bench("the backend's own `allreduce([t], asyncOp=False).wait()`", lambda: backend.allreduce([t], blocking).wait())
 bench("`dist.all_reduce(t)`", lambda: dist.all_reduce(t))
 bench("`pg.allreduce([t]).wait()` (asyncOp left true)", lambda: pg.allreduce([t]).wait())
+fake = dist.new_group(backend="fake")
+bench("`dist.all_reduce(t)` on torch's fake backend (moves nothing)", lambda: dist.all_reduce(t, group=fake))
 
 
 def bench_issue(name, issue, n=3000):
@@ -57,6 +62,8 @@ def bench_issue(name, issue, n=3000):
 
 
 async_opts = dist.AllreduceOptions()
+bench_issue("braid plain `group.all_reduce(t, async_op=True)`", lambda: group.all_reduce(t, async_op=True))
 bench_issue("the backend's own `allreduce([t])`, async", lambda: backend.allreduce([t], async_opts))
 bench_issue("`dist.all_reduce(t, async_op=True)`", lambda: dist.all_reduce(t, async_op=True))
+bench_issue("`dist.all_reduce(t, async_op=True)` on the fake backend", lambda: dist.all_reduce(t, group=fake, async_op=True))
 dist.destroy_process_group()
