@@ -159,8 +159,8 @@ absl::StatusOr<std::shared_ptr<Event>> DeviceCollectives::Run(Algorithm algorith
                                            : link_.Recv(peer, output, bytes, *stream_));
     BRAID_RETURN_IF_ERROR(link_.GroupEnd(args.deadline));
   } else {
-    BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({algorithm, args, link_.rank(), link_.size()}));
-    BRAID_RETURN_IF_ERROR(executor_->Run(plan, args, input, output, *stream_));
+    BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan({algorithm, args, link_.rank(), link_.size()}));
+    BRAID_RETURN_IF_ERROR(executor_->Run(*plan, args, input, output, *stream_));
   }
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Event> recorded, link_.runtime().NewEvent());
   std::shared_ptr<Event> finished(std::move(recorded));
@@ -191,9 +191,9 @@ absl::Status DeviceCollectives::GatherBytes(const CollectiveArgs& args, absl::Sp
   gather.op = ReduceOp::kSum;
   gather.root = -1;
   gather.count = mine.size();
-  BRAID_ASSIGN_OR_RETURN(Plan plan, MakePlan({Algorithm::kRing, gather, link_.rank(), link_.size()}));
+  BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan({Algorithm::kRing, gather, link_.rank(), link_.size()}));
   BRAID_RETURN_IF_ERROR(stream_->Copy(device_mine, mine.data(), mine.size()));
-  BRAID_RETURN_IF_ERROR(executor_->Run(plan, gather, device_mine, device_all, *stream_));
+  BRAID_RETURN_IF_ERROR(executor_->Run(*plan, gather, device_mine, device_all, *stream_));
   BRAID_RETURN_IF_ERROR(stream_->Copy(all.data(), device_all, all.size()));
   return stream_->Synchronize(args.deadline);
 }
