@@ -257,6 +257,12 @@ BRAID_API braid_status braid_work_wait(braid_work* work, double timeout_sec);
 /* The peer a finished braid_recv received from; -1 before it finished or
  * for any other call. */
 BRAID_API int braid_work_source(const braid_work* work);
+/* Calls fn(arg) once the work has finished: at once on this thread if it
+ * already has, else on the thread that finishes it (braid's own, which may
+ * hold braid's locks: fn must be short, must not block and must not call
+ * braid). For an owner's waiter to be woken when there is something to
+ * complete rather than at every issue. Works after braid_work_free too. */
+BRAID_API braid_status braid_work_on_finish(braid_work* work, void (*fn)(void* arg), void* arg);
 /* Frees the handle (the collective itself goes on to its end). */
 BRAID_API void braid_work_free(braid_work* work);
 

@@ -91,6 +91,13 @@ braid_status braid_work_wait(braid_work* work, double timeout_sec) {
   return Finish(work->handle->Wait(deadline));
 }
 
+braid_status braid_work_on_finish(braid_work* work, void (*fn)(void* arg), void* arg) {
+  if (work == nullptr) return Invalid("the work handle is NULL");
+  if (fn == nullptr) return Invalid("the callback is NULL");
+  work->handle->OnFinish([fn, arg] { fn(arg); });
+  return Finish(absl::OkStatus());
+}
+
 void braid_work_free(braid_work* work) { delete work; }
 
 }  // extern "C"

@@ -8,10 +8,26 @@
 namespace braid {
 
 void Work::Finish(absl::Status status) {
-  MutexLock lock(&mu_);
-  if (done_.load(std::memory_order_relaxed)) return;
-  status_ = std::move(status);
-  done_.store(true, std::memory_order_release);
+  std::vector<absl::AnyInvocable<void() &&>> callbacks;
+  {
+    MutexLock lock(&mu_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_release);
+    callbacks.swap(on_finish_);
+  }
+  for (auto& callback : callbacks) std::move(callback)();
+}
+
+void Work::OnFinish(absl::AnyInvocable<void() &&> callback) {
+  {
+    MutexLock lock(&mu_);
+    if (!done_.load(std::memory_order_relaxed)) {
+      on_finish_.push_back(std::move(callback));
+      return;
+    }
+  }
+  std::move(callback)();
 }
 
 void Work::Queued(std::shared_ptr<Event> done) {

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/deadline.h"
@@ -32,6 +34,13 @@ class Work {
   absl::Status WaitStream(Stream& stream, Deadline deadline = absl::InfiniteFuture());
   // Non-blocking: true once finished.
   bool Test();
+  // Runs `callback` once the collective finished: at once on this thread if
+  // it already has, else on the thread that finishes it (braid's progress
+  // thread, the device's completion thread, an aborting one), which may hold
+  // braid's own locks: it must be short, must not block and must not call
+  // braid. What an owner uses to wake its own waiter only when there is
+  // something to do, instead of on every issue.
+  void OnFinish(absl::AnyInvocable<void() &&> callback);
   // The result once finished; kUnavailable ("still running") before.
   absl::Status status();
   uint64_t seq() const { return seq_; }
@@ -59,6 +68,7 @@ class Work {
   std::atomic<bool> done_{false};
   absl::Status status_;
   std::shared_ptr<Event> device_done_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void() &&>> on_finish_ ABSL_GUARDED_BY(mu_);
 };
 using WorkHandle = std::shared_ptr<Work>;
 

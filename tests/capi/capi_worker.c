@@ -2,14 +2,25 @@
  * every collective through the C API, checked element by element, plus the
  * error paths. Run under braidrun; prints "capi ok: rank R of N" at the end,
  * and exits 1 naming the first wrong value. */
+#define _POSIX_C_SOURCE 199309L /* nanosleep under -std=c11 */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capi/braid.h"
 
 static int rank, size;
+
+/* braid_work_on_finish's callback: counts its calls, after the result is in place. */
+static atomic_int finish_calls;
+static float finish_value;
+static void count_finish(void* arg) {
+  finish_value = *(float*)arg;
+  atomic_fetch_add(&finish_calls, 1);
+}
 
 #define CHECK_OK(call)                                                                  \
   do {                                                                                  \
@@ -142,7 +153,17 @@ int main(void) {
   for (int i = 0; i < N; ++i) in[i] = (float)(rank + 1);
   b = f32(in, N);
   CHECK_OK(braid_all_reduce(group, &b, &b, BRAID_SUM, &call, &work));
+  /* The finish callback runs once, with the result already written; one
+   * registered after the end runs at once, on this thread. */
+  CHECK_OK(braid_work_on_finish(work, count_finish, in));
   CHECK_OK(braid_work_wait(work, -1));
+  /* The waiter may return just before the finishing thread calls back: allow it 10 s. */
+  for (int ms = 0; atomic_load(&finish_calls) < 1 && ms < 10000; ++ms) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  expect(atomic_load(&finish_calls) == 1, "on_finish calls after the wait", 0, atomic_load(&finish_calls), 1);
+  expect(finish_value == (float)(size * (size + 1) / 2), "on_finish sees the result", 0, finish_value,
+         size * (size + 1) / 2);
+  CHECK_OK(braid_work_on_finish(work, count_finish, in));
+  expect(atomic_load(&finish_calls) == 2, "on_finish of a finished work", 0, atomic_load(&finish_calls), 2);
   braid_work_free(work);
   for (int i = 0; i < N; ++i) {
     expect(in[i] == (float)(size * (size + 1) / 2), "async all-reduce", i, in[i], size * (size + 1) / 2);
