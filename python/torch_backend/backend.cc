@@ -99,7 +99,7 @@ void BraidBackend::shutdown() {
     shut_down_ = true;
     completion_->stopping = true;
   }
-  completion_->cv.notify_all();
+  completion_->bell->Ring();
   if (Completion::OnCompletionThread()) {
     thread_.detach();  // from a callback on a completion thread: the waiter finishes on its own
   } else if (Py_IsInitialized() && PyGILState_Check()) {
@@ -157,7 +157,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::endCoalescing() {
     pending.covers = std::move(covered);
     completion_->queue.push_back(std::move(pending));  // after every covered one: completes after them
   }
-  completion_->cv.notify_one();
+  completion_->bell->Ring();
   return handle;
 }
 
@@ -180,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
       if (!pending.works.empty()) {
         pending.on_success = nullptr;
         completion_->queue.push_back(std::move(pending));
-        completion_->cv.notify_one();
+        completion_->bell->Ring();
       }
       throw;
     }
@@ -196,22 +196,26 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
     if (inline_finish) {
       completion_->busy = true;
     } else {
-      completion_->queue.push_back(pending);  // a failure too: the thread reports it in order
+      // A failure too: the thread reports it in order. braid's finishing
+      // thread wakes the waiter; the caller returns without waking anyone.
+      completion_->Watch(pending);
+      completion_->queue.push_back(pending);
+      pending.arrival->Arrive();  // registered: the last of braid's callbacks (or this) rings
     }
   }
   if (inline_finish) {
     // Its callbacks run here, after `busy` is released: one that issues and
     // waits for another operation must not hold the waiter back.
     std::exception_ptr error = Completion::Await(pending);
+    bool others_waiting = false;
     {
       std::lock_guard<std::mutex> lock(completion_->mu);
       completion_->busy = false;
+      others_waiting = !completion_->queue.empty();
     }
-    completion_->cv.notify_all();
+    if (others_waiting) completion_->bell->Ring();  // issued by another thread meanwhile
     Completion::Complete(pending, error);
-    return pending.handle;
   }
-  completion_->cv.notify_all();
   return pending.handle;
 }
 

@@ -76,6 +76,42 @@ constexpr size_t kMaxCallbackThreads = 64;
 
 bool Completion::OnCompletionThread() { return on_completion_thread; }
 
+void Doorbell::Ring() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rings_;
+  }
+  cv_.notify_one();
+}
+
+uint64_t Doorbell::rings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rings_;
+}
+
+void Doorbell::WaitPast(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return rings_ != seen; });
+}
+
+void Arrival::Arrive() {
+  if (unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) bell->Ring();
+}
+
+void Arrival::OnBraidFinished(void* arg) {
+  auto* arrival = static_cast<std::shared_ptr<Arrival>*>(arg);
+  (*arrival)->Arrive();
+  delete arrival;
+}
+
+void Completion::Watch(Pending& pending) {
+  pending.arrival = std::make_shared<Arrival>(static_cast<int>(pending.works.size()) + 1, bell);
+  for (braid_work* work : pending.works) {
+    auto* arg = new std::shared_ptr<Arrival>(pending.arrival);
+    if (braid_work_on_finish(work, &Arrival::OnBraidFinished, arg) != BRAID_OK) Arrival::OnBraidFinished(arg);
+  }
+}
+
 std::exception_ptr Completion::Await(Pending& next) {
   std::exception_ptr error;
   for (braid_work* work : next.works) {
@@ -143,12 +179,21 @@ void Completion::CallbackLoop() {
 
 void Completion::Run() {
   on_completion_thread = true;
+  // Waits in slices: the loop looks again after each (a ring it could miss
+  // is none: every change it waits for rings after it is made).
+  constexpr std::chrono::milliseconds kSlice(1000);
   for (;;) {
     Pending next;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stopping || (!queue.empty() && !busy); });
-      if (queue.empty()) break;  // stopping and drained
+      const uint64_t seen = bell->rings();
+      if (stopping && queue.empty()) break;  // drained
+      // Once stopping, what braid has not finished is waited for here (braid's deadline bounds it).
+      if (queue.empty() || busy || !(stopping || queue.front().Arrived())) {
+        lock.unlock();
+        bell->WaitPast(seen, kSlice);
+        continue;
+      }
       next = std::move(queue.front());
       queue.pop_front();
       busy = true;

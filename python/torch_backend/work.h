@@ -14,11 +14,14 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -58,6 +61,38 @@ class BraidWork : public c10d::Work {
   int source_rank_ = -1;
 };
 
+// Wakes a backend's waiter thread. braid rings it from its own threads when a
+// handle finishes (braid_work_on_finish), possibly under braid's locks, so it
+// is never held across a braid call; the backend rings it when it has news
+// for the waiter (shutdown, an operation with nothing to wait for). Issuing
+// an operation does not ring it: a wake per issue took the caller's core on a
+// machine with few cores, and the waiter has nothing to do until braid is done.
+class Doorbell {
+ public:
+  void Ring();
+  uint64_t rings();
+  // Until a ring after `seen` rings, or `timeout`.
+  void WaitPast(uint64_t seen, std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t rings_ = 0;  // guarded by mu_
+};
+
+// How many of an operation's braid handles have not finished yet, plus one
+// while its issuer is still registering them.
+struct Arrival {
+  explicit Arrival(int unfinished, std::shared_ptr<Doorbell> bell) : unfinished(unfinished), bell(std::move(bell)) {}
+  // One of them finished (or its issuer is done registering): rings the bell after the last.
+  void Arrive();
+  // braid_work_on_finish's callback; `arg` is a heap std::shared_ptr<Arrival> it frees.
+  static void OnBraidFinished(void* arg);
+
+  std::atomic<int> unfinished;
+  const std::shared_ptr<Doorbell> bell;
+};
+
 // One issued operation awaiting completion: zero or more braid handles
 // (several for the schedules the backend composes of point-to-point calls).
 struct Pending {
@@ -69,12 +104,17 @@ struct Pending {
   std::vector<at::Tensor> keep_alive;
   // Operations this one stands for (endCoalescing): it fails if any did.
   std::vector<c10::intrusive_ptr<BraidWork>> covers;
+  // Null: waited for as it is (nothing to wait for, or what failed to post).
+  std::shared_ptr<Arrival> arrival;
+
+  // braid is done with every handle: the waiter will not block on it.
+  bool Arrived() const { return arrival == nullptr || arrival->unfinished.load(std::memory_order_acquire) == 0; }
 };
 
 // The state the completion threads share with their backend.
 //
-// The waiter thread waits on braid's handles in issue order and copies the
-// results out; completing a Work (its Future's callbacks, which are torch's
+// The waiter thread takes operations in issue order once braid has finished
+// them (it sleeps on the Doorbell until then) and copies the results out; completing a Work (its Future's callbacks, which are torch's
 // and the user's code) runs on callback threads. A callback may wait for a
 // later operation (PowerSGD's hook waits on an all-reduce it issues), whose
 // completion must then come from another thread: one callback thread runs
@@ -85,8 +125,8 @@ struct Pending {
 // the thread it runs on.
 struct Completion {
   std::mutex mu;
-  std::condition_variable cv;        // the waiter's
-  std::condition_variable ready_cv;  // the callback threads'
+  const std::shared_ptr<Doorbell> bell = std::make_shared<Doorbell>();  // the waiter's
+  std::condition_variable ready_cv;                                     // the callback threads'
   std::deque<Pending> queue;  // guarded by mu, issue order
   bool stopping = false;      // guarded by mu
   // An operation is being waited for (by the waiter, or inline by its
@@ -105,6 +145,9 @@ struct Completion {
     return queue.empty() && !busy && ready.empty() &&
            idle_callback_threads == static_cast<int>(callback_threads.size());
   }
+  // Has the waiter woken once braid finished `pending`'s handles. mu held (the
+  // waiter takes no operation from the queue before this returns).
+  void Watch(Pending& pending);
   // Waits for `next`'s handles and copies its results out: its error, or null.
   static std::exception_ptr Await(Pending& next);
   // Completes `next`'s Work on this thread (an issuer's inline finish).
