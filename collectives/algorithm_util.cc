@@ -13,10 +13,6 @@ absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements,
                                                  DTypeName(args.dtype), ")"));
 }
 
-void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from) {
-  if (to.data() != from.data() && !to.empty()) std::memmove(to.data(), from.data(), to.size());
-}
-
 absl::Status CheckShape(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
                         absl::Span<const std::byte> input, absl::Span<std::byte> output) {
   const size_t n = static_cast<size_t>(transport.size());
@@ -51,32 +47,6 @@ absl::Status CheckShape(const Transport& transport, CollectiveKind shape, const 
       return absl::OkStatus();
     default: return absl::OkStatus();
   }
-}
-
-absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
-                              absl::Span<const std::byte> input, absl::Span<std::byte> output) {
-  BRAID_RETURN_IF_ERROR(CheckShape(transport, shape, args, input, output));
-  const size_t n = static_cast<size_t>(transport.size());
-  const size_t me = static_cast<size_t>(transport.rank());
-  const size_t count = args.count;
-  if (count == 0) return true;
-  switch (shape) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduce:
-      if (n == 1) CopyIfDistinct(output, input);
-      break;
-    case CollectiveKind::kReduceScatter:
-      if (n == 1) CopyIfDistinct(output, input.subspan(me * output.size(), output.size()));
-      break;
-    case CollectiveKind::kAllGather: CopyIfDistinct(output.subspan(me * input.size(), input.size()), input); break;
-    case CollectiveKind::kAllToAll: {
-      const size_t block_bytes = input.size() / n;
-      std::memcpy(output.data() + me * block_bytes, input.data() + me * block_bytes, block_bytes);
-      break;
-    }
-    default: break;
-  }
-  return n == 1;
 }
 
 }  // namespace braid

@@ -1,7 +1,6 @@
 // What every algorithm file shares (internal to //collectives:algorithms, so
-// in namespace braid without clashing with anything outside): the prologue
-// every collective starts with, element ranges as bytes, and the pipelined
-// receiver of a stream of segments.
+// in namespace braid without clashing with anything outside): the shape
+// check every collective starts with, and element ranges as bytes.
 #ifndef BRAID_COLLECTIVES_ALGORITHM_UTIL_H_
 #define BRAID_COLLECTIVES_ALGORITHM_UTIL_H_
 
@@ -31,8 +30,6 @@ Span Slice(Span span, const Range& range, size_t element_size) {
 // kInvalidArgument unless `got` bytes are `elements` elements of args.dtype.
 absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements, const char* what);
 
-void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from);
-
 // The checks every collective of shape `shape` starts with (the algorithm's
 // own: args.kind may be another, e.g. the agreement check's all-gather): its
 // root, and that its buffers hold what the sizes in algorithms.h say
@@ -40,12 +37,6 @@ void CopyIfDistinct(absl::Span<std::byte> to, absl::Span<const std::byte> from);
 // buffer as both input and output.
 absl::Status CheckShape(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
                         absl::Span<const std::byte> input, absl::Span<std::byte> output);
-
-// CheckShape, then what needs no peer: this rank's own block of an
-// all-gather or all-to-all is copied, and a group of one copies its result.
-// True when nothing is left to do (no elements, or a group of one).
-absl::StatusOr<bool> Prologue(const Transport& transport, CollectiveKind shape, const CollectiveArgs& args,
-                              absl::Span<const std::byte> input, absl::Span<std::byte> output);
 
 }  // namespace braid
 

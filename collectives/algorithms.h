@@ -1,9 +1,9 @@
 // The collective algorithms, each written once over the Transport interface:
 // the scheduled ones (ring, tree, rhd, one-shot, chain, pairwise,
-// dissemination) as Plans (collectives/programs/program.h, run by the host
-// executor through run_algorithm.h), point to point (point_to_point.h), and
-// the shared-memory collectives in shm/. Which one runs is the selector's
-// call (selection.h).
+// dissemination) and the shared-memory paths (window, peer-access) as Plans
+// (collectives/programs/, run by the host executor through
+// run_algorithm.h), and point to point (point_to_point.h). Which one runs is
+// the selector's call (selection.h).
 //
 // Every function is collective: all ranks of the transport's group call the
 // same function with matching arguments, in the same order. Buffers are
@@ -30,6 +30,5 @@
 
 #include "collectives/point_to_point.h"
 #include "collectives/run_algorithm.h"
-#include "collectives/shm/shm_collectives.h"
 
 #endif  // BRAID_COLLECTIVES_ALGORITHMS_H_

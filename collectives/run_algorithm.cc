@@ -5,7 +5,6 @@
 #include "collectives/algorithm_util.h"
 #include "collectives/programs/host_executor.h"
 #include "collectives/programs/program.h"
-#include "collectives/shm/shm_collectives.h"
 #include "collectives/transport/device_link.h"
 
 namespace braid {
@@ -14,11 +13,23 @@ namespace {
 // A scheduled algorithm: its Plan for this rank (that of `shape`, which
 // may differ from the kind the frames carry), run by the host executor.
 absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape, const CollectiveArgs& args,
-                        absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
+                        absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
+                        const WindowPlan& window = {}) {
   BRAID_RETURN_IF_ERROR(CheckShape(t, shape, args, input, output));
-  CollectiveArgs shaped = args;
-  shaped.kind = shape;
-  BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan({algorithm, shaped, t.rank(), t.size()}));
+  PlanRequest request{algorithm, args, t.rank(), t.size()};
+  request.args.kind = shape;
+  if (algorithm == Algorithm::kWindow || algorithm == Algorithm::kPeerAccess) {
+    SharedWindows* windows = t.shared_windows();
+    if (windows == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(AlgorithmName(algorithm), " over ", t.name(), ", which has no shared windows"));
+    }
+    request.window_half_bytes = windows->half_bytes();
+    request.window = window;
+    // A large output of its own is not in the cache (the input was read, not
+    // it): written around the cache rather than read a line at a time first.
+    request.stream_out = output.data() != input.data() && output.size() >= window.stream_output_bytes;
+  }
+  BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(request));
   return RunPlanOnTransport(*plan, t, args, input, output, scratch);
 }
 
@@ -27,19 +38,7 @@ absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape,
 absl::Status RunAlgorithm(Transport& t, Algorithm algorithm, const CollectiveArgs& args,
                           absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
                           const WindowPlan& plan) {
-  if (HasProgram(algorithm, args.kind)) return RunProgram(t, algorithm, args.kind, args, input, output, scratch);
-  switch (algorithm) {
-    case Algorithm::kWindow: return WindowAllReduce(t, *t.shared_windows(), args, input, output, plan);
-    case Algorithm::kPeerAccess:
-      switch (args.kind) {
-        case CollectiveKind::kReduceScatter:
-          return PeerReduceScatter(t, *t.shared_windows(), args, input, output, scratch);
-        case CollectiveKind::kAllGather: return PeerAllGather(t, *t.shared_windows(), args, input, output);
-        case CollectiveKind::kAllToAll: return PeerAllToAll(t, *t.shared_windows(), args, input, output);
-        default: return PeerAllReduce(t, *t.shared_windows(), args, input, output, scratch, plan);
-      }
-    default: break;
-  }
+  if (HasProgram(algorithm, args.kind)) return RunProgram(t, algorithm, args.kind, args, input, output, scratch, plan);
   return absl::InternalError(absl::StrCat("no ", AlgorithmName(algorithm), " ", CollectiveKindName(args.kind)));
 }
 

@@ -81,6 +81,10 @@ absl::Status StreamExecutor::RunOp(const Op& op, const CollectiveArgs& args, con
     case Op::Kind::kDivide:
       if (op.dst.count == 0) return absl::OkStatus();
       return stream.Divide(args.dtype, at(op.dst), op.dst.count, link_.size());
+    case Op::Kind::kSync:
+    case Op::Kind::kNextRound:
+    case Op::Kind::kReadPeer:
+    case Op::Kind::kWritePeer: break;  // Run refuses shared-window plans
   }
   return absl::InternalError("unknown program op");
 }
@@ -88,6 +92,9 @@ absl::Status StreamExecutor::RunOp(const Op& op, const CollectiveArgs& args, con
 absl::Status StreamExecutor::Run(const Plan& plan, const CollectiveArgs& args, const void* input, void* output,
                                  Stream& stream) {
   if (plan.lanes.empty()) return absl::OkStatus();
+  if (plan.shared_windows) {
+    return absl::InvalidArgumentError("a shared-memory window plan runs on the host executor only, not on streams");
+  }
   const size_t slot_bytes = plan.scratch_elements * DTypeSize(args.dtype);
   BRAID_RETURN_IF_ERROR(Grow(slot_bytes, args.deadline));
   auto slot = [&](size_t i) { return static_cast<std::byte*>(scratch_) + i * slot_bytes_; };

@@ -25,9 +25,9 @@ class PlanRun {
  public:
   PlanRun(const Plan& plan, Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
           absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window)
-      : plan_(plan), transport_(transport), args_(args), input_(input), output_(output), scratch_(scratch),
-        es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())), runs_(window),
-        counts_(window * peers_ * 2) {}
+      : plan_(plan), transport_(transport), windows_(transport.shared_windows()), args_(args), input_(input),
+        output_(output), scratch_(scratch), es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())),
+        runs_(window), counts_(window * peers_ * 2) {}
 
   absl::Status Run() {
     const size_t lanes = plan_.lanes.size();
@@ -90,8 +90,21 @@ class PlanRun {
   }
 
   absl::Status RunLocal(const LaneRun& run, const Op& op) {
-    if (op.dst.count == 0) return absl::OkStatus();
+    if (op.when != Op::When::kAlways && (op.when == Op::When::kIfThroughWindows) != through_windows_) {
+      return absl::OkStatus();  // the other path's
+    }
     const size_t slot = run.lane % runs_.size();
+    switch (op.kind) {
+      case Op::Kind::kSync: return Sync(op, slot);
+      case Op::Kind::kNextRound: half_ = &windows_->NextRound(); return absl::OkStatus();
+      default: break;
+    }
+    if (op.dst.count == 0) return absl::OkStatus();
+    if (op.kind == Op::Kind::kWritePeer) {
+      BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> from, SpanOf(op.a, slot));
+      BRAID_ASSIGN_OR_RETURN(std::byte* to, PeerAt(op.dst));
+      return windows_->WritePeer(op.dst.rank, from, to);
+    }
     BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> dst, SpanOf(op.dst, slot));
     switch (op.kind) {
       case Op::Kind::kReduce: {
@@ -102,13 +115,60 @@ class PlanRun {
       }
       case Op::Kind::kCopy: {
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> src, SpanOf(op.a, slot));
-        if (dst.data() != src.data()) std::memmove(dst.data(), src.data(), dst.size());
+        if (op.stream) {
+          HostStreamCopy(dst, src);
+        } else if (dst.data() != src.data()) {
+          std::memmove(dst.data(), src.data(), dst.size());
+        }
         return absl::OkStatus();
       }
       case Op::Kind::kDivide: HostDivide(args_.dtype, dst, transport_.size()); return absl::OkStatus();
-      case Op::Kind::kGroup: break;
+      case Op::Kind::kReadPeer: {
+        BRAID_ASSIGN_OR_RETURN(std::byte* from, PeerAt(op.a));
+        return windows_->ReadPeer(op.a.rank, from, dst);
+      }
+      default: break;
     }
-    return absl::InternalError("a group is not a local op");
+    return absl::InternalError("not a local op");
+  }
+
+  // The windows' barrier: with this rank's payload or vote, publishing its
+  // buffers if asked; then what the peers published, and the vote's outcome.
+  absl::Status Sync(const Op& op, size_t slot) {
+    const PeerBuffers mine = op.publish ? PeerBuffers{input_.data(), output_.data()} : PeerBuffers{};
+    const std::byte vote{op.vote == Op::Vote::kThroughWindows ? uint8_t{1} : uint8_t{0}};
+    absl::Span<const std::byte> payload;
+    if (op.vote != Op::Vote::kNone) {
+      payload = absl::MakeConstSpan(&vote, 1);
+    } else if (op.a.count > 0) {
+      BRAID_ASSIGN_OR_RETURN(payload, SpanOf(op.a, slot));
+    }
+    BRAID_RETURN_IF_ERROR(windows_->Sync(CollectiveHeader(args_, op.tag), args_.deadline, mine, payload));
+    const int n = transport_.size();
+    if (op.publish) {
+      published_.assign(peers_, PeerBuffers{});
+      for (int rank = 0; rank < n; ++rank) {
+        if (rank != transport_.rank()) published_[static_cast<size_t>(rank)] = windows_->Published(rank);
+      }
+    }
+    if (op.vote != Op::Vote::kNone) {
+      through_windows_ = false;
+      for (int rank = 0; rank < n; ++rank) through_windows_ = through_windows_ || *windows_->SyncPayload(rank) != std::byte{0};
+    }
+    return absl::OkStatus();
+  }
+
+  // Where a peer region starts in that peer's memory (ReadPeer, WritePeer).
+  absl::StatusOr<std::byte*> PeerAt(const Region& r) const {
+    const bool input = r.buffer == Buffer::kPeerInput;
+    if ((!input && r.buffer != Buffer::kPeerOutput) || r.rank < 0 || static_cast<size_t>(r.rank) >= published_.size()) {
+      return absl::InternalError(absl::StrCat("program reads or writes a peer's memory outside what was published (rank ",
+                                              r.rank, ")"));
+    }
+    const PeerBuffers& theirs = published_[static_cast<size_t>(r.rank)];
+    std::byte* base = input ? const_cast<std::byte*>(theirs.input) : theirs.output;
+    if (base == nullptr) return absl::InternalError(absl::StrCat("rank ", r.rank, " published no such buffer"));
+    return base + r.begin * es_;
   }
 
   absl::StatusOr<absl::Span<std::byte>> SpanOf(const Region& r, size_t slot) const {
@@ -121,6 +181,20 @@ class PlanRun {
         base = scratch_.subspan(slot * slot_bytes, slot_bytes);
         break;
       }
+      case Buffer::kWindow:
+      case Buffer::kSyncPayload: {
+        if (r.rank < 0 || static_cast<size_t>(r.rank) >= peers_ || (r.buffer == Buffer::kWindow && half_ == nullptr)) {
+          return absl::InternalError(absl::StrCat("program names rank ", r.rank, "'s window outside a round"));
+        }
+        if (r.buffer == Buffer::kWindow) {
+          base = absl::MakeSpan((*half_)[static_cast<size_t>(r.rank)], windows_->half_bytes());
+        } else {
+          base = absl::MakeSpan(const_cast<std::byte*>(windows_->SyncPayload(r.rank)), SharedWindows::kSyncPayloadBytes);
+        }
+        break;
+      }
+      case Buffer::kPeerInput:
+      case Buffer::kPeerOutput: return absl::InternalError("a peer's buffer is reached with ReadPeer and WritePeer only");
     }
     if ((r.begin + r.count) * es_ > base.size()) {
       return absl::InternalError(absl::StrCat("program region [", r.begin, ", ", r.begin + r.count,
@@ -131,6 +205,10 @@ class PlanRun {
 
   const Plan& plan_;
   Transport& transport_;
+  SharedWindows* const windows_;  // for plans with shared_windows
+  const std::vector<std::byte*>* half_ = nullptr;  // this round's
+  absl::InlinedVector<PeerBuffers, 8> published_;  // by the last publishing Sync
+  bool through_windows_ = false;                   // the last vote's outcome
   const CollectiveArgs& args_;
   absl::Span<const std::byte> input_;
   absl::Span<std::byte> output_;
@@ -146,6 +224,9 @@ class PlanRun {
 absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const CollectiveArgs& args,
                                 absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
   if (plan.lanes.empty()) return absl::OkStatus();
+  if (plan.shared_windows && transport.shared_windows() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("a shared-memory plan over ", transport.name(), ", which has no windows"));
+  }
   const size_t window = std::min(kLaneWindow, plan.lanes.size());
   absl::Span<std::byte> slots;
   if (plan.scratch_elements > 0) {

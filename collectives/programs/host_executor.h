@@ -13,6 +13,10 @@
 // two ranks, so a schedule that broke that order fails naming the frame
 // rather than mixing data. Each lane in the window has its own scratch.
 //
+// The shared-memory plans (Plan::shared_windows) run their Syncs, rounds and
+// peer copies over the transport's SharedWindows; one of them over a
+// transport without windows fails with kFailedPrecondition.
+//
 // Errors: a failed transfer or the deadline (args.deadline) fails the call at
 // once, the transport's error naming the peer and the frame.
 #ifndef BRAID_COLLECTIVES_PROGRAMS_HOST_EXECUTOR_H_

@@ -4,50 +4,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "collectives/programs/plan_builders.h"
+#include "collectives/programs/shm_programs.h"
 #include "collectives/topology.h"
 
 namespace braid {
 namespace {
+
+using namespace plan;  // NOLINT(build/namespaces): the Plans below are written in its words
 
 // Segment `j` of `chunk` (empty past its end), as SegmentRange cuts it.
 Range Lane(const Range& chunk, size_t seg, size_t j) {
   const size_t begin = j * seg;
   if (begin >= chunk.length) return Range{chunk.end(), 0};
   return Range{chunk.begin + begin, std::min(seg, chunk.length - begin)};
-}
-
-Region In(const Range& r) { return {Buffer::kInput, r.begin, r.length}; }
-Region Out(const Range& r) { return {Buffer::kOutput, r.begin, r.length}; }
-Region Scratch(size_t begin, size_t count) { return {Buffer::kScratch, begin, count}; }
-
-Op Group(std::vector<Transfer> transfers) {
-  Op op;
-  op.kind = Op::Kind::kGroup;
-  op.transfers = std::move(transfers);
-  return op;
-}
-Transfer SendTo(int peer, Region r) { return {true, peer, r}; }
-Transfer RecvFrom(int peer, Region r) { return {false, peer, r}; }
-Op ReduceOp3(Region dst, Region a, Region b) {
-  Op op;
-  op.kind = Op::Kind::kReduce;
-  op.dst = dst;
-  op.a = a;
-  op.b = b;
-  return op;
-}
-Op CopyOp(Region dst, Region src) {
-  Op op;
-  op.kind = Op::Kind::kCopy;
-  op.dst = dst;
-  op.a = src;
-  return op;
-}
-Op DivideOp(Region dst) {
-  Op op;
-  op.kind = Op::Kind::kDivide;
-  op.dst = dst;
-  return op;
 }
 
 // Lane `w` of block `b` (mod n) of blocks of `count` elements.
@@ -352,6 +322,10 @@ bool HasProgram(Algorithm algorithm, CollectiveKind kind) {
     case Algorithm::kChain: return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
     case Algorithm::kPairwise: return kind == CollectiveKind::kAllToAll;
     case Algorithm::kDissemination: return kind == CollectiveKind::kBarrier;
+    case Algorithm::kWindow: return kind == CollectiveKind::kAllReduce;
+    case Algorithm::kPeerAccess:
+      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+             kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll;
     default: return false;
   }
 }
@@ -383,6 +357,14 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& request) {
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast ? ChainBroadcast(request) : ChainReduce(request);
     case Algorithm::kPairwise: return PairwiseAllToAll(request);
+    case Algorithm::kWindow: return WindowAllReducePlan(request);
+    case Algorithm::kPeerAccess:
+      switch (kind) {
+        case CollectiveKind::kReduceScatter: return PeerReduceScatterPlan(request);
+        case CollectiveKind::kAllGather: return PeerAllGatherPlan(request);
+        case CollectiveKind::kAllToAll: return PeerAllToAllPlan(request);
+        default: return PeerAllReducePlan(request);
+      }
     default: return DisseminationBarrier(request);
   }
 }
@@ -401,7 +383,9 @@ absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request) {
     return a.algorithm == request.algorithm && a.rank == request.rank && a.size == request.size &&
            a.args.kind == request.args.kind && a.args.dtype == request.args.dtype && a.args.op == request.args.op &&
            a.args.root == request.args.root && a.args.count == request.args.count &&
-           a.args.segment_bytes == request.args.segment_bytes;
+           a.args.segment_bytes == request.args.segment_bytes && a.window_half_bytes == request.window_half_bytes &&
+           a.window.whole_round_bytes == request.window.whole_round_bytes &&
+           a.window.stream_output_bytes == request.window.stream_output_bytes && a.stream_out == request.stream_out;
   };
   for (size_t i = 0; i < kKept; ++i) {
     if (kept[i].valid && same(kept[i].request)) return &kept[i].plan;
@@ -416,13 +400,15 @@ absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request) {
 
 std::string DescribePlan(const Plan& plan) {
   auto region = [](const Region& r) {
-    const char* names[] = {"in", "out", "scratch"};
-    return absl::StrCat(names[static_cast<int>(r.buffer)], "[", r.begin, ",", r.begin + r.count, ")");
+    const char* names[] = {"in", "out", "scratch", "window", "payload", "peer_in", "peer_out"};
+    const std::string whose = r.rank >= 0 ? absl::StrCat("@", r.rank) : "";
+    return absl::StrCat(names[static_cast<int>(r.buffer)], whose, "[", r.begin, ",", r.begin + r.count, ")");
   };
   std::string out;
   for (size_t l = 0; l < plan.lanes.size(); ++l) {
     absl::StrAppend(&out, "lane ", l, ":");
     for (const Op& op : plan.lanes[l]) {
+      if (op.when != Op::When::kAlways) absl::StrAppend(&out, op.when == Op::When::kIfDirect ? " direct:" : " windows:");
       switch (op.kind) {
         case Op::Kind::kGroup:
           absl::StrAppend(&out, " group{");
@@ -434,8 +420,15 @@ std::string DescribePlan(const Plan& plan) {
         case Op::Kind::kReduce:
           absl::StrAppend(&out, " ", region(op.dst), "=", region(op.a), "op", region(op.b));
           break;
-        case Op::Kind::kCopy: absl::StrAppend(&out, " ", region(op.dst), "=", region(op.a)); break;
+        case Op::Kind::kCopy:
+        case Op::Kind::kReadPeer:
+        case Op::Kind::kWritePeer: absl::StrAppend(&out, " ", region(op.dst), "=", region(op.a)); break;
         case Op::Kind::kDivide: absl::StrAppend(&out, " ", region(op.dst), "/=n"); break;
+        case Op::Kind::kSync:
+          absl::StrAppend(&out, " sync", op.publish ? "+publish" : "", op.a.count > 0 ? "+" + region(op.a) : "",
+                          op.vote == Op::Vote::kNone ? "" : "+vote");
+          break;
+        case Op::Kind::kNextRound: absl::StrAppend(&out, " next_round"); break;
       }
     }
     absl::StrAppend(&out, "\n");

@@ -17,8 +17,23 @@
 //
 //   Group     sends and receives that progress together (a DeviceLink group)
 //   Reduce    dst = a op b (the collective's op; avg reduces as sum)
-//   Copy      dst = a (skipped when they are the same memory)
+//   Copy      dst = a (skipped when they are the same memory; `stream`:
+//             around the cache, for a large output of its own)
 //   Divide    dst /= group size (avg's one division, where the result is final)
+//
+// The shared-memory paths (window, peer-access) are Plans of one lane over
+// the transport's SharedWindows, with regions in every rank's window half
+// and ops of their own:
+//   Sync      the windows' barrier; it may carry a small region (`a`) every
+//             rank reads as kSyncPayload afterwards, publish this rank's input
+//             and output for peer access, and carry this rank's Vote
+//   NextRound the next window half (every rank's, as kWindow regions)
+//   ReadPeer  dst = a, where a is a peer's published buffer (kernel copy)
+//   WritePeer dst = a, where dst is a peer's published buffer
+// After a Sync with votes, ops whose `when` is kIfThroughWindows run only if
+// some rank voted so, and those with kIfDirect only if none did: the peer
+// all-reduce goes through the windows when any rank has a large output of
+// its own, which only the ranks together know.
 #ifndef BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
 #define BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
 
@@ -33,13 +48,22 @@
 
 namespace braid {
 
-enum class Buffer : uint8_t { kInput, kOutput, kScratch };
+enum class Buffer : uint8_t {
+  kInput,
+  kOutput,
+  kScratch,
+  kWindow,       // `rank`'s half of its window in this round
+  kSyncPayload,  // what `rank` sent with the last Sync
+  kPeerInput,    // `rank`'s published input (ReadPeer only)
+  kPeerOutput,   // `rank`'s published output (WritePeer only)
+};
 
-// Elements [begin, begin + count) of a buffer.
+// Elements [begin, begin + count) of a buffer (of `rank`'s, for the shared ones).
 struct Region {
   Buffer buffer = Buffer::kOutput;
   size_t begin = 0;
   size_t count = 0;
+  int rank = -1;
 };
 
 struct Transfer {
@@ -49,18 +73,29 @@ struct Transfer {
 };
 
 struct Op {
-  enum class Kind : uint8_t { kGroup, kReduce, kCopy, kDivide };
+  enum class Kind : uint8_t { kGroup, kReduce, kCopy, kDivide, kSync, kNextRound, kReadPeer, kWritePeer };
+  // A Sync's contribution to the choice of path, and the path an op belongs to.
+  enum class Vote : uint8_t { kNone, kDirect, kThroughWindows };
+  enum class When : uint8_t { kAlways, kIfDirect, kIfThroughWindows };
   Kind kind = Kind::kGroup;
+  When when = When::kAlways;
   std::vector<Transfer> transfers;  // kGroup
-  Region dst;                       // kReduce, kCopy, kDivide
-  Region a;                         // kReduce, kCopy
+  Region dst;                       // kReduce, kCopy, kDivide, kReadPeer, kWritePeer
+  Region a;                         // kReduce, kCopy, kReadPeer, kWritePeer; kSync's payload
   Region b;                         // kReduce
+  bool stream = false;              // kCopy
+  uint32_t tag = 0;                 // kSync: checked alike on every rank
+  bool publish = false;             // kSync
+  Vote vote = Vote::kNone;          // kSync
 };
 
 struct Plan {
   std::vector<std::vector<Op>> lanes;
   // Scratch elements each lane needs (the largest over lanes).
   size_t scratch_elements = 0;
+  // Runs over the transport's SharedWindows (the shared-memory paths): the
+  // host executor only.
+  bool shared_windows = false;
 };
 
 // What a plan is made from: the collective (kind, count as CollectiveArgs
@@ -70,11 +105,18 @@ struct PlanRequest {
   CollectiveArgs args;
   int rank = 0;
   int size = 1;
+  // The shared-memory paths only: the window half's size, the thresholds,
+  // and whether this rank's output is its own and large (copied out around
+  // the cache; the peer all-reduce then votes for the windows).
+  size_t window_half_bytes = 0;
+  WindowPlan window;
+  bool stream_out = false;
 };
 
 // The plan of `request`: ring (all-reduce, reduce-scatter, all-gather), tree,
 // rhd and one-shot (all-reduce), chain (broadcast, reduce), pairwise
-// (all-to-all), dissemination (barrier); p2p is not a plan.
+// (all-to-all), dissemination (barrier), window (all-reduce) and peer-access
+// (all-reduce, reduce-scatter, all-gather, all-to-all); p2p is not a plan.
 // kInvalidArgument for a pair the programs do not have. A group of one or
 // zero elements gives a plan with the local copy only (or nothing).
 absl::StatusOr<Plan> MakePlan(const PlanRequest& request);

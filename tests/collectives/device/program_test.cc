@@ -293,5 +293,42 @@ TEST_CASE("programs: lanes share one shape, and ask for more lanes than streams"
              .ok());
 }
 
+TEST_CASE("programs: the shared-memory paths are plans of one lane over the windows") {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.dtype = DType::kF32;
+  args.count = 2;
+  PlanRequest request{Algorithm::kWindow, args, 1, 2};
+  request.window_half_bytes = 4096;
+  // 8 bytes ride with the Sync; every rank sums the payloads in rank order.
+  absl::StatusOr<Plan> tiny = MakePlan(request);
+  REQUIRE(tiny.ok());
+  CHECK(tiny->shared_windows);
+  CHECK(DescribePlan(*tiny) == "lane 0: sync+in[0,2) out[0,2)=payload@0[0,2)oppayload@1[0,2)\n");
+  // Three rounds of 1024 elements, each split: copy in, Sync, reduce this rank's slice, Sync, copy out.
+  request.args.count = 3000;
+  request.window.whole_round_bytes = 0;
+  absl::StatusOr<Plan> rounds = MakePlan(request);
+  REQUIRE(rounds.ok());
+  INFO(DescribePlan(*rounds));
+  REQUIRE(rounds->lanes.size() == 1);
+  const auto count = [&](Op::Kind kind) {
+    return std::count_if(rounds->lanes[0].begin(), rounds->lanes[0].end(), [&](const Op& op) { return op.kind == kind; });
+  };
+  CHECK(count(Op::Kind::kNextRound) == 3);
+  CHECK(count(Op::Kind::kSync) == 6);
+  // The peer all-reduce has both of its paths; a vote at the first Sync picks one.
+  request.algorithm = Algorithm::kPeerAccess;
+  absl::StatusOr<Plan> peer = MakePlan(request);
+  REQUIRE(peer.ok());
+  const std::string described = DescribePlan(*peer);
+  CHECK(described.find("sync+publish+vote") != std::string::npos);
+  CHECK(described.find("direct: peer_out@0[") != std::string::npos);
+  CHECK(described.find("windows: next_round") != std::string::npos);
+  // Without a window there is nothing to plan in.
+  request.window_half_bytes = 0;
+  CHECK(!MakePlan(request).ok());
+}
+
 }  // namespace
 }  // namespace braid

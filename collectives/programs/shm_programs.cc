@@ -1,0 +1,245 @@
+#include "collectives/programs/shm_programs.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "collectives/programs/plan_builders.h"
+#include "collectives/topology.h"
+#include "collectives/transport/transport.h"
+
+namespace braid {
+namespace {
+
+using namespace plan;  // NOLINT(build/namespaces): the Plans below are written in its words
+
+// A peer's slice is reduced in pieces of this size, each while cached (see
+// bench/RESULTS.md, "Where the thresholds come from").
+constexpr size_t kPeerPieceBytes = size_t{256} << 10;
+
+Op Sync(uint32_t step, size_t round, Op::When when = Op::When::kAlways) {
+  Op op;
+  op.kind = Op::Kind::kSync;
+  op.tag = StepTag(step, round);
+  op.when = when;
+  return op;
+}
+
+Op NextRound() {
+  Op op;
+  op.kind = Op::Kind::kNextRound;
+  return op;
+}
+
+Op When(Op op, Op::When when) {
+  op.when = when;
+  return op;
+}
+
+// Reduces the group's n operands into `dst`: `first`, then operand(k) for
+// k = 1..n-1, then avg's division.
+template <typename Operand>
+void ReduceAll(std::vector<Op>& ops, const PlanRequest& r, Region dst, Region first, Operand operand) {
+  ops.push_back(ReduceOp3(dst, first, operand(1)));
+  for (int k = 2; k < r.size; ++k) ops.push_back(ReduceOp3(dst, dst, operand(k)));
+  if (r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(dst));
+}
+
+// Every rank's reduced slice of a window round out of that rank's half into
+// `part` of the output.
+void CopyRoundOut(std::vector<Op>& ops, const PlanRequest& r, const Range& part, Op::When when) {
+  for (int k = 0; k < r.size; ++k) {
+    const int rank = (r.rank + k) % r.size;
+    const Range slice = ChunkRange(part.length, r.size, rank);
+    Op copy = CopyOp(Out(Range{part.begin + slice.begin, slice.length}), Window(rank, slice));
+    copy.stream = r.stream_out;
+    ops.push_back(When(std::move(copy), when));
+  }
+}
+
+// The rounds of a vector of `count` elements through window halves.
+template <typename Body>
+void Rounds(const PlanRequest& r, Body body) {
+  const size_t round_elems = r.window_half_bytes / DTypeSize(r.args.dtype);
+  for (size_t begin = 0, round = 0; begin < r.args.count; begin += round_elems, ++round) {
+    body(Range{begin, std::min(round_elems, r.args.count - begin)}, round);
+  }
+}
+
+absl::Status CheckWindow(const PlanRequest& r) {
+  if (r.window_half_bytes < DTypeSize(r.args.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(AlgorithmName(r.algorithm), ": no shared window to work in"));
+  }
+  return absl::OkStatus();
+}
+
+Plan OneLane(std::vector<Op> ops, size_t scratch_elements = 0) {
+  Plan plan;
+  plan.scratch_elements = scratch_elements;
+  plan.shared_windows = true;
+  plan.lanes.push_back(std::move(ops));
+  return plan;
+}
+
+// Peer copies: the first Sync publishes every rank's buffers (and, as its
+// header must match, that they hold as much as this rank's); the last keeps
+// them published until every rank is done.
+Op Publish() {
+  Op op = Sync(0, 0);
+  op.publish = true;
+  return op;
+}
+
+}  // namespace
+
+// Direct all-reduce through the windows, in rounds of up to one window half:
+// every rank copies its part into its half; after a Sync, each reduces one
+// slice reading every rank's data into its own half; after a second Sync,
+// each copies every slice out. Every byte is copied in once and out once,
+// and every phase keeps all ranks busy, which matters most when they
+// outnumber the cores. Inputs of up to kSyncPayloadBytes ride with the Sync;
+// other small rounds are reduced whole by every rank, after one Sync.
+absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
+  BRAID_RETURN_IF_ERROR(CheckWindow(r));
+  const int n = r.size;
+  const int me = r.rank;
+  const size_t es = DTypeSize(r.args.dtype);
+  const Range all{0, r.args.count};
+  std::vector<Op> ops;
+  if (r.args.count * es <= SharedWindows::kSyncPayloadBytes) {
+    Op sync = Sync(0, 0);
+    sync.a = In(all);
+    ops.push_back(sync);
+    ReduceAll(ops, r, Out(all), Payload(0, all), [&](int k) { return Payload(k, all); });
+    return OneLane(std::move(ops));
+  }
+  Rounds(r, [&](const Range& part, size_t round) {
+    ops.push_back(NextRound());
+    const Range whole{0, part.length};
+    auto in = [&](const Range& x) { return In(Range{part.begin + x.begin, x.length}); };
+    if (part.length * es <= r.window.whole_round_bytes) {
+      ops.push_back(CopyOp(Window(me, whole), In(part)));
+      ops.push_back(Sync(0, round));
+      ReduceAll(ops, r, Out(part), Window(0, whole), [&](int k) { return Window(k, whole); });
+      return;
+    }
+    // This rank's own slice is read from its input, so it is not copied in.
+    const Range mine = ChunkRange(part.length, n, me);
+    ops.push_back(CopyOp(Window(me, Range{0, mine.begin}), in(Range{0, mine.begin})));
+    ops.push_back(CopyOp(Window(me, Range{mine.end(), part.length - mine.end()}),
+                         in(Range{mine.end(), part.length - mine.end()})));
+    ops.push_back(Sync(0, round));
+    ReduceAll(ops, r, Window(me, mine), in(mine), [&](int k) { return Window((me + k) % n, mine); });
+    ops.push_back(Sync(1, round));
+    CopyRoundOut(ops, r, part, Op::When::kAlways);
+  });
+  return OneLane(std::move(ops));
+}
+
+// Direct all-reduce through the peers' own buffers (cross-memory copies):
+// each rank reduces one slice of the whole vector, a piece at a time,
+// reading the peers' inputs into scratch, and writes the result into every
+// peer's output. Each input byte is read once and each output byte written
+// once, with no window in between. Safe in place too: only the slice's owner
+// reads or writes a slice of anyone's buffers, and it reads each piece
+// before it writes it.
+//
+// Where any rank has a large output of its own (it votes so at the first
+// Sync), the results go through the windows instead, in rounds: each rank
+// reduces its slice of the round into its window, and after a Sync every
+// rank copies every slice out, around the cache. A round needs one Sync: the
+// inputs stay published, and a half is refilled only after the next round's
+// Sync, when every peer has copied it.
+absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
+  BRAID_RETURN_IF_ERROR(CheckWindow(r));
+  const int n = r.size;
+  const int me = r.rank;
+  const size_t piece_elems = std::max<size_t>(1, kPeerPieceBytes / DTypeSize(r.args.dtype));
+  using W = Op::When;
+  // Reduces `slice` (of the whole vector) into `sum` (`slice` of `at`), a piece at a time.
+  auto reduce = [&](std::vector<Op>& ops, const Range& slice, auto at, W when) {
+    for (size_t done = 0; done < slice.length; done += piece_elems) {
+      const Range piece{slice.begin + done, std::min(piece_elems, slice.length - done)};
+      const Region sum = at(Range{done, piece.length});
+      const Region theirs = Scratch(0, piece.length);
+      for (int k = 1; k < n; ++k) {
+        const int peer = (me + k) % n;
+        ops.push_back(When(Local(Op::Kind::kReadPeer, theirs, PeerIn(peer, piece)), when));
+        ops.push_back(When(ReduceOp3(sum, k == 1 ? In(piece) : sum, theirs), when));
+      }
+      if (r.args.op == ReduceOp::kAvg) ops.push_back(When(DivideOp(sum), when));
+      if (when == W::kIfThroughWindows) continue;
+      for (int k = 1; k < n; ++k) {
+        const int peer = (me + k) % n;
+        ops.push_back(When(Local(Op::Kind::kWritePeer, PeerOut(peer, piece), sum), when));
+      }
+    }
+  };
+  std::vector<Op> ops;
+  Op publish = Publish();
+  publish.vote = r.stream_out ? Op::Vote::kThroughWindows : Op::Vote::kDirect;
+  ops.push_back(publish);
+  const Range mine = ChunkRange(r.args.count, n, me);
+  reduce(ops, mine, [&](const Range& x) { return Out(Range{mine.begin + x.begin, x.length}); }, W::kIfDirect);
+  ops.push_back(Sync(1, 0, W::kIfDirect));
+  Rounds(r, [&](const Range& part, size_t round) {
+    ops.push_back(When(NextRound(), W::kIfThroughWindows));
+    const Range slice = ChunkRange(part.length, n, me);
+    reduce(ops, Range{part.begin + slice.begin, slice.length},
+           [&](const Range& x) { return Window(me, Range{slice.begin + x.begin, x.length}); }, W::kIfThroughWindows);
+    ops.push_back(Sync(1, round, W::kIfThroughWindows));
+    CopyRoundOut(ops, r, part, W::kIfThroughWindows);
+  });
+  // The inputs stay published until every rank has read its last slice.
+  ops.push_back(Sync(2, 0, W::kIfThroughWindows));
+  return OneLane(std::move(ops), std::min(piece_elems, r.args.count));
+}
+
+Plan PeerReduceScatterPlan(const PlanRequest& r) {
+  const int n = r.size;
+  const int me = r.rank;
+  const size_t count = r.args.count;
+  const size_t offset = static_cast<size_t>(me) * count;  // of this rank's chunk in every input
+  const size_t piece_elems = std::max<size_t>(1, kPeerPieceBytes / DTypeSize(r.args.dtype));
+  std::vector<Op> ops{Publish()};
+  for (size_t at = 0; at < count; at += piece_elems) {
+    const Range piece{at, std::min(piece_elems, count - at)};
+    const Range theirs{offset + at, piece.length};
+    for (int k = 1; k < n; ++k) {
+      const int peer = (me + k) % n;
+      ops.push_back(Local(Op::Kind::kReadPeer, Scratch(0, piece.length), PeerIn(peer, theirs)));
+      ops.push_back(ReduceOp3(Out(piece), k == 1 ? In(theirs) : Out(piece), Scratch(0, piece.length)));
+    }
+    if (r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(Out(piece)));
+  }
+  ops.push_back(Sync(1, 0));
+  return OneLane(std::move(ops), std::min(piece_elems, count));
+}
+
+Plan PeerAllGatherPlan(const PlanRequest& r) {
+  const size_t count = r.args.count;
+  auto chunk = [&](int rank) { return Out(Range{static_cast<size_t>(rank) * count, count}); };
+  std::vector<Op> ops{CopyOp(chunk(r.rank), In(Range{0, count})), Publish()};
+  for (int k = 1; k < r.size; ++k) {
+    const int peer = (r.rank + k) % r.size;
+    ops.push_back(Local(Op::Kind::kReadPeer, chunk(peer), PeerIn(peer, Range{0, count})));
+  }
+  ops.push_back(Sync(1, 0));
+  return OneLane(std::move(ops));
+}
+
+Plan PeerAllToAllPlan(const PlanRequest& r) {
+  const size_t count = r.args.count;
+  auto block = [&](int rank) { return Range{static_cast<size_t>(rank) * count, count}; };
+  std::vector<Op> ops{CopyOp(Out(block(r.rank)), In(block(r.rank))), Publish()};
+  for (int k = 1; k < r.size; ++k) {
+    const int peer = (r.rank + k) % r.size;
+    ops.push_back(Local(Op::Kind::kReadPeer, Out(block(peer)), PeerIn(peer, block(r.rank))));
+  }
+  ops.push_back(Sync(1, 0));
+  return OneLane(std::move(ops));
+}
+
+}  // namespace braid
