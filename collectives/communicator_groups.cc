@@ -75,15 +75,9 @@ absl::Status Communicator::DispatchHierarchical(const Task& task, absl::Span<con
     BRAID_ASSIGN_OR_RETURN(levels_, HostLevels::Create(*transport_, layout_, options_.subgroup_transport,
                                                        task.args.seq, task.args.deadline, options_.thresholds));
   }
-  switch (task.args.kind) {
-    case CollectiveKind::kAllReduce: return levels_->AllReduce(task.args, in, out, scratch_);
-    case CollectiveKind::kReduceScatter:
-      return levels_->ReduceScatter(task.args, in, out, scratch_);
-    case CollectiveKind::kAllGather: return levels_->AllGather(task.args, in, out, scratch_);
-    case CollectiveKind::kBroadcast: return levels_->Broadcast(task.args, out, scratch_);
-    default: break;
-  }
-  return absl::InternalError(absl::StrCat("no hierarchical ", CollectiveKindName(task.args.kind)));
+  // A broadcast's buffer is its output (the input is the same memory on the root).
+  if (task.args.kind == CollectiveKind::kBroadcast) return levels_->Run(task.args, out, out, scratch_);
+  return levels_->Run(task.args, in, out, scratch_);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, std::string name,

@@ -84,7 +84,9 @@ absl::Status StreamExecutor::RunOp(const Op& op, const CollectiveArgs& args, con
     case Op::Kind::kSync:
     case Op::Kind::kNextRound:
     case Op::Kind::kReadPeer:
-    case Op::Kind::kWritePeer: break;  // Run refuses shared-window plans
+    case Op::Kind::kWritePeer:
+    case Op::Kind::kStep:
+    case Op::Kind::kZero: break;  // Run refuses shared-window and hierarchical plans
   }
   return absl::InternalError("unknown program op");
 }
@@ -92,8 +94,8 @@ absl::Status StreamExecutor::RunOp(const Op& op, const CollectiveArgs& args, con
 absl::Status StreamExecutor::Run(const Plan& plan, const CollectiveArgs& args, const void* input, void* output,
                                  Stream& stream) {
   if (plan.lanes.empty()) return absl::OkStatus();
-  if (plan.shared_windows) {
-    return absl::InvalidArgumentError("a shared-memory window plan runs on the host executor only, not on streams");
+  if (plan.shared_windows || plan.levels) {
+    return absl::InvalidArgumentError("shared-memory and hierarchical plans run on the host executor only, not on streams");
   }
   const size_t slot_bytes = plan.scratch_elements * DTypeSize(args.dtype);
   BRAID_RETURN_IF_ERROR(Grow(slot_bytes, args.deadline));

@@ -24,8 +24,9 @@ struct LaneRun {
 class PlanRun {
  public:
   PlanRun(const Plan& plan, Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
-          absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window)
-      : plan_(plan), transport_(transport), windows_(transport.shared_windows()), args_(args), input_(input),
+          absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window, PlanLevels* levels)
+      : plan_(plan), transport_(transport), windows_(transport.shared_windows()), levels_(levels), args_(args),
+        input_(input),
         output_(output), scratch_(scratch), es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())),
         runs_(window), counts_(window * peers_ * 2) {}
 
@@ -127,6 +128,11 @@ class PlanRun {
         BRAID_ASSIGN_OR_RETURN(std::byte* from, PeerAt(op.a));
         return windows_->ReadPeer(op.a.rank, from, dst);
       }
+      case Op::Kind::kStep: {
+        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> from, SpanOf(op.a, slot));
+        return levels_->RunStep(op.step, args_, from, dst);
+      }
+      case Op::Kind::kZero: std::memset(dst.data(), 0, dst.size()); return absl::OkStatus();
       default: break;
     }
     return absl::InternalError("not a local op");
@@ -206,6 +212,7 @@ class PlanRun {
   const Plan& plan_;
   Transport& transport_;
   SharedWindows* const windows_;  // for plans with shared_windows
+  PlanLevels* const levels_;      // for plans with levels
   const std::vector<std::byte*>* half_ = nullptr;  // this round's
   absl::InlinedVector<PeerBuffers, 8> published_;  // by the last publishing Sync
   bool through_windows_ = false;                   // the last vote's outcome
@@ -222,8 +229,10 @@ class PlanRun {
 }  // namespace
 
 absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const CollectiveArgs& args,
-                                absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch) {
+                                absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
+                                PlanLevels* levels) {
   if (plan.lanes.empty()) return absl::OkStatus();
+  if (plan.levels && levels == nullptr) return absl::InternalError("a hierarchical plan without its levels");
   if (plan.shared_windows && transport.shared_windows() == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("a shared-memory plan over ", transport.name(), ", which has no windows"));
   }
@@ -232,7 +241,7 @@ absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const Co
   if (plan.scratch_elements > 0) {
     BRAID_ASSIGN_OR_RETURN(slots, scratch.Get(window * plan.scratch_elements * DTypeSize(args.dtype)));
   }
-  PlanRun run(plan, transport, args, input, output, slots, window);
+  PlanRun run(plan, transport, args, input, output, slots, window, levels);
   return run.Run();
 }
 

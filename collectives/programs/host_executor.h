@@ -35,8 +35,20 @@ namespace braid {
 
 inline constexpr size_t kLaneWindow = 8;
 
+// Where a hierarchical plan's steps run (collectives/hierarchical.h): `step`
+// of the collective `args` on its level, reading `input`, writing `output`.
+class PlanLevels {
+ public:
+  virtual ~PlanLevels() = default;
+  virtual absl::Status RunStep(const LevelStep& step, const CollectiveArgs& args, absl::Span<const std::byte> input,
+                               absl::Span<std::byte> output) = 0;
+};
+
+// `levels`: for a plan with steps (Plan::levels); `transport` is then the
+// whole group's.
 absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const CollectiveArgs& args,
-                                absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch);
+                                absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
+                                PlanLevels* levels = nullptr);
 
 }  // namespace braid
 

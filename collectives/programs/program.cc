@@ -429,6 +429,11 @@ std::string DescribePlan(const Plan& plan) {
                           op.vote == Op::Vote::kNone ? "" : "+vote");
           break;
         case Op::Kind::kNextRound: absl::StrAppend(&out, " next_round"); break;
+        case Op::Kind::kStep:
+          absl::StrAppend(&out, " ", region(op.dst), "=", op.step.level == LevelStep::kIntraHost ? "intra:" : "inter:",
+                          CollectiveKindName(op.step.kind), "(", region(op.a), ")");
+          break;
+        case Op::Kind::kZero: absl::StrAppend(&out, " ", region(op.dst), "=0"); break;
       }
     }
     absl::StrAppend(&out, "\n");

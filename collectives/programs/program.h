@@ -34,6 +34,13 @@
 // some rank voted so, and those with kIfDirect only if none did: the peer
 // all-reduce goes through the windows when any rank has a large output of
 // its own, which only the ranks together know.
+//
+// A hierarchical collective (hierarchical_program.h) is a Plan of one lane
+// whose steps are collectives of their own on one level of the hierarchy:
+//   Step      dst = the step's collective of a, on the intra-host or the
+//             inter-host group (the level's selector picks its algorithm,
+//             whose own Plan runs it)
+//   Zero      dst = 0 (padding)
 #ifndef BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
 #define BRAID_COLLECTIVES_PROGRAMS_PROGRAM_H_
 
@@ -72,30 +79,42 @@ struct Transfer {
   Region region;
 };
 
+// What a Step runs: `kind` of `count` elements (as CollectiveArgs counts
+// them) on `level`, with `root` a rank of that level's group.
+struct LevelStep {
+  enum Level : uint8_t { kIntraHost, kInterHost };
+  Level level = kIntraHost;
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  size_t count = 0;
+  int root = -1;
+};
+
 struct Op {
-  enum class Kind : uint8_t { kGroup, kReduce, kCopy, kDivide, kSync, kNextRound, kReadPeer, kWritePeer };
+  enum class Kind : uint8_t { kGroup, kReduce, kCopy, kDivide, kSync, kNextRound, kReadPeer, kWritePeer, kStep, kZero };
   // A Sync's contribution to the choice of path, and the path an op belongs to.
   enum class Vote : uint8_t { kNone, kDirect, kThroughWindows };
   enum class When : uint8_t { kAlways, kIfDirect, kIfThroughWindows };
   Kind kind = Kind::kGroup;
   When when = When::kAlways;
   std::vector<Transfer> transfers;  // kGroup
-  Region dst;                       // kReduce, kCopy, kDivide, kReadPeer, kWritePeer
-  Region a;                         // kReduce, kCopy, kReadPeer, kWritePeer; kSync's payload
+  Region dst;                       // kReduce, kCopy, kDivide, kReadPeer, kWritePeer, kStep, kZero
+  Region a;                         // kReduce, kCopy, kReadPeer, kWritePeer, kStep; kSync's payload
   Region b;                         // kReduce
   bool stream = false;              // kCopy
   uint32_t tag = 0;                 // kSync: checked alike on every rank
   bool publish = false;             // kSync
   Vote vote = Vote::kNone;          // kSync
+  LevelStep step;                   // kStep
 };
 
 struct Plan {
   std::vector<std::vector<Op>> lanes;
   // Scratch elements each lane needs (the largest over lanes).
   size_t scratch_elements = 0;
-  // Runs over the transport's SharedWindows (the shared-memory paths): the
-  // host executor only.
+  // Runs over the transport's SharedWindows (the shared-memory paths), or
+  // steps on the levels of a hierarchy: the host executor only.
   bool shared_windows = false;
+  bool levels = false;
 };
 
 // What a plan is made from: the collective (kind, count as CollectiveArgs

@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "catch2/catch.hpp"
+#include "collectives/group_layout.h"
+#include "collectives/programs/hierarchical_program.h"
 #include "collectives/programs/program.h"
 #include "collectives/device/stream_executor.h"
 #include "collectives/run_algorithm.h"
@@ -330,5 +332,28 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   CHECK(!MakePlan(request).ok());
 }
 
+
+TEST_CASE("programs: a hierarchical collective is a plan of steps on the levels") {
+  const HostLayout even = MakeHostLayout(std::vector<std::string>{"a", "a", "b", "b"});
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.dtype = DType::kF32;
+  args.count = 5;  // blocks of 3, padded with one zero
+  absl::StatusOr<Plan> plan = MakeHierarchicalPlan(args, even, 1);
+  REQUIRE(plan.ok());
+  CHECK(plan->levels);
+  CHECK(DescribePlan(*plan) ==
+        "lane 0: scratch[3,8)=in[0,5) scratch[8,9)=0 scratch[0,3)=intra:reducescatter(scratch[3,9)) "
+        "scratch[0,3)=inter:allreduce(scratch[0,3)) scratch[3,9)=intra:allgather(scratch[0,3)) "
+        "out[0,5)=scratch[3,8)\n");
+  // Hosts with 2 and 1 ranks: through each host's first rank.
+  const HostLayout uneven = MakeHostLayout(std::vector<std::string>{"a", "a", "b"});
+  plan = MakeHierarchicalPlan(args, uneven, 1);
+  REQUIRE(plan.ok());
+  CHECK(DescribePlan(*plan) ==
+        "lane 0: out[0,5)=intra:reduce(in[0,5)) out[0,5)=intra:broadcast(out[0,5))\n");
+  args.kind = CollectiveKind::kAllGather;
+  CHECK(!MakeHierarchicalPlan(args, uneven, 1).ok());
+}
 }  // namespace
 }  // namespace braid
