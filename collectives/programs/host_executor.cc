@@ -23,12 +23,14 @@ struct LaneRun {
 
 class PlanRun {
  public:
-  PlanRun(const Plan& plan, Transport& transport, const CollectiveArgs& args, absl::Span<const std::byte> input,
-          absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window, PlanLevels* levels)
-      : plan_(plan), transport_(transport), windows_(transport.shared_windows()), levels_(levels), args_(args),
-        input_(input),
+  PlanRun(const Plan& plan, Transport& transport, SharedWindows* windows, const CollectiveArgs& args,
+          absl::Span<const std::byte> input, absl::Span<std::byte> output, absl::Span<std::byte> scratch, size_t window,
+          PlanLevels* levels)
+      : plan_(plan), transport_(transport), windows_(windows), levels_(levels), args_(args), input_(input),
         output_(output), scratch_(scratch), es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())),
-        runs_(window), counts_(window * peers_ * 2) {}
+        runs_(window),
+        // Only the scheduled plans have groups (the others' lanes never count messages).
+        counts_(plan.shared_windows || plan.levels ? 0 : window * peers_ * 2) {}
 
   absl::Status Run() {
     const size_t lanes = plan_.lanes.size();
@@ -37,21 +39,26 @@ class PlanRun {
     size_t end = 0;    // lanes started
     while (first < lanes) {
       for (; end < lanes && end - first < window; ++end) Start(end);
-      for (size_t lane = first; lane < end; ++lane) BRAID_RETURN_IF_ERROR(Advance(runs_[lane % window]));
-      while (first < end && runs_[first % window].done) ++first;
+      for (size_t lane = first; lane < end; ++lane) BRAID_RETURN_IF_ERROR(Advance(runs_[SlotOf(lane)]));
+      while (first < end && runs_[SlotOf(first)].done) ++first;
     }
     return absl::OkStatus();
   }
 
  private:
+  // A lane's slot in the window (its LaneRun, scratch and message counts):
+  // the window holds min(kLaneWindow, lanes) lanes, so every slot is below
+  // the window's size. By a constant, so no division per op.
+  static size_t SlotOf(size_t lane) { return lane % kLaneWindow; }
+
   void Start(size_t lane) {
-    const size_t slot = lane % runs_.size();
+    const size_t slot = SlotOf(lane);
     LaneRun& run = runs_[slot];
     run.lane = lane;
     run.next = 0;
     run.posted.clear();
     run.done = false;
-    std::fill_n(counts_.begin() + static_cast<std::ptrdiff_t>(slot * peers_ * 2), peers_ * 2, 0u);
+    if (!counts_.empty()) std::fill_n(counts_.begin() + static_cast<std::ptrdiff_t>(slot * peers_ * 2), peers_ * 2, 0u);
   }
 
   // One round of a lane: waits for its last group, runs its local ops up
@@ -74,7 +81,8 @@ class PlanRun {
   }
 
   absl::Status Post(LaneRun& run, const Op& op) {
-    const size_t slot = run.lane % runs_.size();
+    if (counts_.empty()) return absl::InternalError("a group in a shared-memory or hierarchical plan");
+    const size_t slot = SlotOf(run.lane);
     for (const Transfer& t : op.transfers) {
       if (t.region.count == 0) continue;
       if (t.peer < 0 || static_cast<size_t>(t.peer) >= peers_ || t.peer == transport_.rank()) {
@@ -94,7 +102,7 @@ class PlanRun {
     if (op.when != Op::When::kAlways && (op.when == Op::When::kIfThroughWindows) != through_windows_) {
       return absl::OkStatus();  // the other path's
     }
-    const size_t slot = run.lane % runs_.size();
+    const size_t slot = SlotOf(run.lane);
     switch (op.kind) {
       case Op::Kind::kSync: return Sync(op, slot);
       case Op::Kind::kNextRound: half_ = &windows_->NextRound(); return absl::OkStatus();
@@ -233,7 +241,8 @@ absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const Co
                                 PlanLevels* levels) {
   if (plan.lanes.empty()) return absl::OkStatus();
   if (plan.levels && levels == nullptr) return absl::InternalError("a hierarchical plan without its levels");
-  if (plan.shared_windows && transport.shared_windows() == nullptr) {
+  SharedWindows* windows = plan.shared_windows ? transport.shared_windows() : nullptr;
+  if (plan.shared_windows && windows == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("a shared-memory plan over ", transport.name(), ", which has no windows"));
   }
   const size_t window = std::min(kLaneWindow, plan.lanes.size());
@@ -241,7 +250,7 @@ absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const Co
   if (plan.scratch_elements > 0) {
     BRAID_ASSIGN_OR_RETURN(slots, scratch.Get(window * plan.scratch_elements * DTypeSize(args.dtype)));
   }
-  PlanRun run(plan, transport, args, input, output, slots, window, levels);
+  PlanRun run(plan, transport, windows, args, input, output, slots, window, levels);
   return run.Run();
 }
 
