@@ -1,6 +1,7 @@
 #include "bench/braid_bench_options.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -92,6 +93,54 @@ Exit status: 0 all checks passed; 1 a collective failed or a check found wrong v
 flag or value (one line on stderr).
 )";
 
+namespace {
+
+// Where the buffers live and what moves them.
+std::vector<Flag> PlacementFlags(BraidOptions* o) {
+  std::vector<Flag> flags;
+  flags.push_back({'t', "transport", "auto|mpi|shm|tcp|nccl",
+                   "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
+                   "this host, else tcp); nccl: CUDA buffers on streams, NCCL point to point and collectives (--config=cuda builds)",
+                   [o](absl::string_view v) -> absl::Status {
+                     const std::string name = absl::AsciiStrToLower(v);
+                     if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp" && name != "nccl") {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "unknown transport \"", v,
+                           "\" (auto, mpi, shm, tcp, nccl; nccl-tests' -t thread count is not a braid flag)"));
+                     }
+                     if (name == "nccl" && !CudaCompiledIn()) {
+                       return absl::InvalidArgumentError(
+                           "-t nccl needs a braid_bench built with --config=cuda (this one was built without CUDA)");
+                     }
+                     o->transport = name;
+                     if (name == "nccl") o->cuda = true;
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({0, "device", "cpu|cuda",
+                   "where the buffers live (default cpu); cuda: GPU LOCAL_RANK % GPUs, through NCCL or staged "
+                   "through host memory (--config=cuda builds)",
+                   [o](absl::string_view v) -> absl::Status {
+                     if (v != "cpu" && v != "cuda") {
+                       return absl::InvalidArgumentError(absl::StrCat("unknown device \"", v, "\" (cpu or cuda)"));
+                     }
+                     if (v == "cuda" && !CudaCompiledIn()) {
+                       return absl::InvalidArgumentError(
+                           "--device cuda needs a braid_bench built with --config=cuda (this one was built without "
+                           "CUDA)");
+                     }
+                     o->cuda = v == "cuda";
+                     return absl::OkStatus();
+                   }});
+  flags.push_back({'g', "ngpus", "1", "accepted for nccl-tests command lines: one device per process, so only 1",
+                   [](absl::string_view v) -> absl::Status {
+                     if (v != "1") return absl::InvalidArgumentError("braid runs one device per process: only -g 1");
+                     return absl::OkStatus();
+                   }});
+  return flags;
+}
+
+}  // namespace
+
 std::vector<Flag> BraidFlags(BraidOptions* o) {
   std::vector<Flag> flags = CommonFlags(&o->common);
   flags.push_back({'a', "algo", "ALGO[,ALGO...]",
@@ -132,44 +181,7 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      o->root = static_cast<int>(*n);
                      return absl::OkStatus();
                    }});
-  flags.push_back({'t', "transport", "auto|mpi|shm|tcp|nccl",
-                   "the process group's transport (default auto: mpi under mpirun, else shm when all ranks share "
-                   "this host, else tcp); nccl: CUDA buffers on streams, NCCL point to point and collectives (--config=cuda builds)",
-                   [o](absl::string_view v) -> absl::Status {
-                     const std::string name = absl::AsciiStrToLower(v);
-                     if (name != "auto" && name != "mpi" && name != "shm" && name != "tcp" && name != "nccl") {
-                       return absl::InvalidArgumentError(absl::StrCat(
-                           "unknown transport \"", v,
-                           "\" (auto, mpi, shm, tcp, nccl; nccl-tests' -t thread count is not a braid flag)"));
-                     }
-                     if (name == "nccl" && !CudaCompiledIn()) {
-                       return absl::InvalidArgumentError(
-                           "-t nccl needs a braid_bench built with --config=cuda (this one was built without CUDA)");
-                     }
-                     o->transport = name;
-                     if (name == "nccl") o->cuda = true;
-                     return absl::OkStatus();
-                   }});
-  flags.push_back({0, "device", "cpu|cuda",
-                   "where the buffers live (default cpu); cuda: GPU LOCAL_RANK % GPUs, through NCCL or staged "
-                   "through host memory (--config=cuda builds)",
-                   [o](absl::string_view v) -> absl::Status {
-                     if (v != "cpu" && v != "cuda") {
-                       return absl::InvalidArgumentError(absl::StrCat("unknown device \"", v, "\" (cpu or cuda)"));
-                     }
-                     if (v == "cuda" && !CudaCompiledIn()) {
-                       return absl::InvalidArgumentError(
-                           "--device cuda needs a braid_bench built with --config=cuda (this one was built without "
-                           "CUDA)");
-                     }
-                     o->cuda = v == "cuda";
-                     return absl::OkStatus();
-                   }});
-  flags.push_back({'g', "ngpus", "1", "accepted for nccl-tests command lines: one device per process, so only 1",
-                   [](absl::string_view v) -> absl::Status {
-                     if (v != "1") return absl::InvalidArgumentError("braid runs one device per process: only -g 1");
-                     return absl::OkStatus();
-                   }});
+  for (Flag& flag : PlacementFlags(o)) flags.push_back(std::move(flag));
   flags.push_back({0, "tune", "FILE",
                    "all-reduce: find the fastest of ring, tree, rhd, direct (or -a's) at each size and write them into the "
                    "selection table FILE for this transport and world size",

@@ -20,7 +20,8 @@ struct LaunchFlag {
   bool takes_value;
   const char* metavar;
   const char* help;
-  std::function<absl::Status(LaunchOptions&, const std::string&)> set;
+  using Setter = std::function<absl::Status(LaunchOptions&, const std::string&)>;
+  Setter set;
 };
 
 // Every flag, in the order -h lists them.
