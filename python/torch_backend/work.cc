@@ -55,6 +55,26 @@ std::exception_ptr BraidWork::error() {
   return exception_;
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> BraidWork::getFuture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  future_watched_ = true;
+  return future_;
+}
+
+bool BraidWork::CompleteUnwatched(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (future_watched_) return false;
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+  finish(error);
+  return true;
+}
+
 void BraidWork::Complete(std::exception_ptr error) {
   try {
     if (error) {
@@ -199,8 +219,22 @@ void Completion::Run() {
       busy = true;
     }
     std::exception_ptr error = Await(next);
+    // Nothing earlier is left to complete (only this thread posts to the
+    // callback threads) and no one asked for the Future, so no callback can
+    // run: it completes here, a thread switch sooner. Still busy meanwhile,
+    // so no issuer finishes a later operation inline before it.
+    bool completed = false;
+    if (!PythonFinalizing()) {
+      bool callbacks_idle = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        callbacks_idle = ready.empty() && idle_callback_threads == static_cast<int>(callback_threads.size());
+      }
+      completed = callbacks_idle && next.handle->CompleteUnwatched(WithCovered(error, next.covers));
+    }
     std::lock_guard<std::mutex> lock(mu);
     busy = false;
+    if (completed) continue;  // `next` goes after the lock: its last references are not released under it
     if (PythonFinalizing()) {
       new Pending(std::move(next));  // its destructors may need Python: never run them
     } else {

@@ -39,7 +39,9 @@ class BraidWork : public c10d::Work {
   // Throws braid's error if it failed.
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Marks the Future as watched: from then on its completion (and so its
+  // callbacks) runs on a callback thread.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
   int sourceRank() const override;
 
@@ -47,6 +49,10 @@ class BraidWork : public c10d::Work {
   // once wait() returns the Future's value is there too. A Future callback
   // that throws neither keeps wait() from returning nor ends the thread.
   void Complete(std::exception_ptr error);
+  // Completes on the calling thread if no one asked for the Future, so no
+  // callback can run here (getFuture waits until the Future is complete);
+  // false, doing nothing, if someone did.
+  bool CompleteUnwatched(std::exception_ptr error);
   void set_source_rank(int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
     source_rank_ = rank;
@@ -59,6 +65,7 @@ class BraidWork : public c10d::Work {
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
   const uint64_t seq_;
   int source_rank_ = -1;
+  bool future_watched_ = false;  // guarded by mutex_
 };
 
 // Wakes a backend's waiter thread. braid rings it from its own threads when a

@@ -437,6 +437,27 @@ def test_subgroup():
     check_equal(t, torch.full((3,), float(world)), "the default group after the subgroup's collectives")
 
 
+def test_completion_order():
+    # Unwatched works (no one asked for their Future; they complete on the
+    # waiter itself) complete in issue order and do not wait for an earlier
+    # work's slow Future callback (as on gloo, that runs beside them); a
+    # Future asked for after the end is already complete.
+    slow = torch.ones(5)
+    first = dist.all_reduce(slow, async_op=True)
+    chained = first.get_future().then(lambda fut: time.sleep(0.3) or fut.value()[0].sum().item())
+    later = [dist.all_reduce(torch.ones(3), async_op=True) for _ in range(3)]
+    check(later[-1].wait(), "the last unwatched all_reduce")
+    check(all(w.is_completed() for w in later[:-1]), "unwatched works completed out of issue order")
+    check(chained.wait() == 5.0 * world and first.wait(), "the slow callback's value")
+    late = torch.ones(4)
+    work = dist.all_reduce(late, async_op=True)
+    check(work.wait(), "all_reduce before its Future is asked for")
+    future = work.get_future()
+    check(future.done() and future.value()[0].data_ptr() == late.data_ptr(),
+          "a Future asked for after the end is complete, with the reduced tensor")
+    check_equal(late, torch.full((4,), float(world)), "all_reduce before its Future is asked for")
+
+
 def test_destroy_with_pending():
     # A group dropped while its collectives are in flight finishes them first,
     # Python callbacks on their futures included: the destructor, entered
@@ -486,7 +507,7 @@ def main():
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
                  test_barrier, test_monitored_barrier, test_refusals,
-                 test_work_wait_timeout, test_subgroup, test_destroy_with_pending,
+                 test_work_wait_timeout, test_subgroup, test_completion_order, test_destroy_with_pending,
                  test_one_runtime):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
