@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -118,6 +119,28 @@ void BraidBackend::abort() {
 braid_group* BraidBackend::group() const {
   if (shut_down_) Fail("braid: the process group was shut down (destroy_process_group)");
   return group_;
+}
+
+c10::intrusive_ptr<c10d::Backend> BraidBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::vector<int>& ranks,
+                                                      const c10::intrusive_ptr<Options>& opts) {
+  const auto mine = std::find(ranks.begin(), ranks.end(), rank_);
+  if (mine == ranks.end()) return nullptr;
+  // torch's default timeout means "not given": the parent's applies.
+  const bool given = opts && opts->timeout.count() > 0 && opts->timeout != kBackendDefaultTimeout;
+  const double timeout_sec = given ? opts->timeout.count() / 1000.0 : timeout_sec_.load();
+  const int rank = static_cast<int>(mine - ranks.begin());
+  const int size = static_cast<int>(ranks.size());
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release no_gil;  // a rendezvous: the callback threads may need Python meanwhile
+    return Create(store, rank, size, timeout_sec);
+  }
+  return Create(store, rank, size, timeout_sec);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> BraidBackend::getBackendOptions() {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_sec_.load() * 1000));
+  return c10::make_intrusive<Options>("braid", timeout.count() > 0 ? timeout : kBackendDefaultTimeout);
 }
 
 void BraidBackend::setTimeout(std::chrono::milliseconds timeout) { timeout_sec_ = timeout.count() / 1000.0; }

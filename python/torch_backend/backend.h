@@ -77,6 +77,14 @@ class BraidBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   // Fails every pending and later operation here and on the peers.
   void abort() override;
+  // torch's split_group: collective over the ranks in `ranks` (this group's,
+  // in their new order), a new braid group over `store` (torch's prefix
+  // store for the split); null on a rank not among them, which takes no part.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // What split_group hands back to split: the name and this group's timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
   // Finishes what was issued and frees braid's group; later calls fail.
   void shutdown() override;
 

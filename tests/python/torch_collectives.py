@@ -437,6 +437,30 @@ def test_subgroup():
     check_equal(t, torch.full((3,), float(world)), "the default group after the subgroup's collectives")
 
 
+def test_split_group():
+    # torch's split_group on a braid parent: a braid group per split; a rank
+    # in no split takes no part and gets no group.
+    halves = [list(range(0, world, 2)), list(range(1, world, 2))]
+    sub = dist.split_group(split_ranks=halves, timeout=timedelta(seconds=60))
+    mine = halves[rank % 2]
+    check(dist.get_backend(sub) == "braid" and sub.size() == len(mine) and sub.rank() == mine.index(rank),
+          f"split_group's group: backend {dist.get_backend(sub)}, size {sub.size()}, rank {sub.rank()}")
+    x = torch.full((3,), float(rank + 1))
+    dist.all_reduce(x, group=sub)
+    check_equal(x, torch.full((3,), float(sum(r + 1 for r in mine))), "all_reduce on a split group")
+    dist.destroy_process_group(sub)
+    # Ranks 1 and 0 only, in that order: rank 1 is the new group's rank 0.
+    pair = dist.split_group(split_ranks=[[1, 0]])
+    if rank in (0, 1):
+        check(pair.rank() == 1 - rank, f"split_group keeps the listed order: rank {pair.rank()}")
+        y = torch.full((2,), float(rank + 1))
+        dist.all_reduce(y, group=pair)
+        check_equal(y, torch.full((2,), 3.0), "all_reduce on a pair split off")
+        dist.destroy_process_group(pair)
+    else:
+        check(pair is dist.GroupMember.NON_GROUP_MEMBER, "a rank in no split gets no group")
+
+
 def test_completion_order():
     # Unwatched works (no one asked for their Future; they complete on the
     # waiter itself) complete in issue order and do not wait for an earlier
@@ -507,7 +531,7 @@ def main():
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
                  test_barrier, test_monitored_barrier, test_refusals,
-                 test_work_wait_timeout, test_subgroup, test_completion_order, test_destroy_with_pending,
+                 test_work_wait_timeout, test_subgroup, test_split_group, test_completion_order, test_destroy_with_pending,
                  test_one_runtime):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
