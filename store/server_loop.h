@@ -100,6 +100,22 @@ class ServerLoop {
   void ProcessFrames(Connection& conn);
   void HandleRequest(Connection& conn, absl::string_view payload);
   void HandleHandshake(Connection& conn, uint8_t opcode, FieldReader& reader);
+  // One request being served: its connection, its fields, its name for errors.
+  struct Request {
+    Connection& conn;
+    FieldReader& reader;
+    std::string name;
+    size_t payload_bytes;
+  };
+  // Whether the request's fields were read whole with nothing after them;
+  // false after rejecting the frame.
+  bool FieldsOk(Request& r, bool parsed);
+  void Set(Request& r);
+  void Get(Request& r);
+  void Add(Request& r);
+  void CompareSet(Request& r);
+  void WaitOrCheck(Request& r, bool is_wait);
+  void Delete(Request& r);
   void Refuse(Connection& conn, absl::StatusCode code, absl::string_view why);
   void ExpireHandshakes();
   void Park(Connection& conn, Parked parked);

@@ -31,6 +31,11 @@ std::string QuotedList(const std::vector<std::string>& keys) {
   });
 }
 
+// Timeouts arrive as "ms left"; < 0 means none.
+absl::Time DeadlineAfter(int64_t timeout_ms) {
+  return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
+}
+
 }  // namespace
 
 bool ServerLoop::HasAll(const std::vector<std::string>& keys, std::string* first_missing) const {
@@ -58,145 +63,19 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
     HandleHandshake(conn, opcode, reader);
     return;
   }
-  const std::string name = OpcodeName(opcode);
-  // Reads the request's fields; false (after rejecting the frame) when they
-  // are truncated or followed by trailing bytes.
-  auto fields_ok = [&](bool parsed) {
-    if (!parsed) {
-      Reject(conn,
-             absl::StrCat("truncated ", name, " request (", payload.size(), "-byte payload)"));
-      return false;
-    }
-    if (reader.remaining() != 0) {
-      Reject(conn, absl::StrCat(reader.remaining(), " trailing bytes after a ", name, " request"));
-      return false;
-    }
-    return true;
-  };
-  // Timeouts arrive as "ms left"; < 0 means none.
-  auto deadline_after = [](int64_t timeout_ms) {
-    return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
-  };
-
+  Request r{conn, reader, OpcodeName(opcode), payload.size()};
   switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kSet: {
-      std::string key, value;
-      if (!fields_ok(reader.String(&key) && reader.String(&value))) return;
-      const bool created = table_.insert_or_assign(key, std::move(value)).second;
-      Respond(conn, std::move(FrameWriter().U8(0)).Finish());
-      if (created) WakeKey(key);
+    case Opcode::kSet: return Set(r);
+    case Opcode::kGet: return Get(r);
+    case Opcode::kAdd: return Add(r);
+    case Opcode::kCompareSet: return CompareSet(r);
+    case Opcode::kWait: return WaitOrCheck(r, /*is_wait=*/true);
+    case Opcode::kCheck: return WaitOrCheck(r, /*is_wait=*/false);
+    case Opcode::kDelete: return Delete(r);
+    case Opcode::kNumKeys:
+      if (!FieldsOk(r, true)) return;
+      Respond(conn, std::move(FrameWriter().U8(0).I64(static_cast<int64_t>(table_.size()))).Finish());
       return;
-    }
-    case Opcode::kGet: {
-      std::string key;
-      int64_t timeout_ms = 0;
-      if (!fields_ok(reader.String(&key) && reader.I64(&timeout_ms))) return;
-      if (auto it = table_.find(key); it != table_.end()) {
-        Respond(conn, std::move(FrameWriter().U8(0).String(it->second)).Finish());
-      } else if (timeout_ms == 0) {
-        RespondError(conn, absl::StatusCode::kDeadlineExceeded,
-                     absl::StrCat("timed out waiting for key ", Quoted(key)));
-      } else {
-        Park(conn, Parked{Opcode::kGet, {key}, key, deadline_after(timeout_ms), timeout_ms});
-      }
-      return;
-    }
-    case Opcode::kAdd: {
-      std::string key;
-      int64_t delta = 0;
-      if (!fields_ok(reader.String(&key) && reader.I64(&delta))) return;
-      int64_t current = 0;
-      auto it = table_.find(key);
-      if (it != table_.end() && !absl::SimpleAtoi(it->second, &current)) {
-        RespondError(conn, absl::StatusCode::kFailedPrecondition,
-                     absl::StrCat("cannot add to key ", Quoted(key),
-                                  ": its value is not a decimal integer: ",
-                                  Quoted(absl::string_view(it->second).substr(0, 40)),
-                                  it->second.size() > 40 ? "..." : ""));
-        return;
-      }
-      int64_t sum = 0;
-      if (__builtin_add_overflow(current, delta, &sum)) {
-        RespondError(conn, absl::StatusCode::kOutOfRange,
-                     absl::StrCat("adding ", delta, " to key ", Quoted(key), " (", current,
-                                  ") overflows int64"));
-        return;
-      }
-      const bool created = it == table_.end();
-      if (created) {
-        table_.emplace(key, absl::StrCat(sum));
-      } else {
-        it->second = absl::StrCat(sum);
-      }
-      Respond(conn, std::move(FrameWriter().U8(0).I64(sum)).Finish());
-      if (created) WakeKey(key);
-      return;
-    }
-    case Opcode::kCompareSet: {
-      std::string key, expected, desired;
-      if (!fields_ok(reader.String(&key) && reader.String(&expected) && reader.String(&desired))) {
-        return;
-      }
-      auto it = table_.find(key);
-      if (it == table_.end()) {
-        if (!expected.empty()) {
-          // c10d's answer for a missing key: `expected`, nothing set.
-          Respond(conn, std::move(FrameWriter().U8(0).String(expected)).Finish());
-          return;
-        }
-        table_.emplace(key, desired);
-        Respond(conn, std::move(FrameWriter().U8(0).String(desired)).Finish());
-        WakeKey(key);
-        return;
-      }
-      if (it->second == expected) it->second = std::move(desired);
-      Respond(conn, std::move(FrameWriter().U8(0).String(it->second)).Finish());
-      return;
-    }
-    case Opcode::kWait:
-    case Opcode::kCheck: {
-      uint32_t count = 0;
-      bool parsed = reader.U32(&count);
-      std::vector<std::string> keys;
-      // No reserve(count): the count is the client's claim; every key read
-      // below is backed by bytes really received.
-      for (uint32_t i = 0; parsed && i < count; ++i) {
-        std::string key;
-        parsed = reader.String(&key);
-        if (parsed) keys.push_back(std::move(key));
-      }
-      int64_t timeout_ms = 0;
-      const bool is_wait = static_cast<Opcode>(opcode) == Opcode::kWait;
-      if (is_wait) parsed = parsed && reader.I64(&timeout_ms);
-      if (!fields_ok(parsed)) return;
-      std::string missing;
-      const bool all = HasAll(keys, &missing);
-      if (!is_wait) {
-        Respond(conn, std::move(FrameWriter().U8(0).U8(all ? 1 : 0)).Finish());
-      } else if (all) {
-        Respond(conn, std::move(FrameWriter().U8(0)).Finish());
-      } else if (timeout_ms == 0) {
-        RespondError(conn, absl::StatusCode::kDeadlineExceeded,
-                     absl::StrCat("timed out waiting for keys ", QuotedList(keys)));
-      } else {
-        Park(conn, Parked{Opcode::kWait, std::move(keys), missing, deadline_after(timeout_ms),
-                          timeout_ms});
-      }
-      return;
-    }
-    case Opcode::kDelete: {
-      std::string key;
-      if (!fields_ok(reader.String(&key))) return;
-      const bool existed = table_.erase(key) > 0;
-      Respond(conn, std::move(FrameWriter().U8(0).U8(existed ? 1 : 0)).Finish());
-      return;
-    }
-    case Opcode::kNumKeys: {
-      if (!fields_ok(true)) return;
-      Respond(conn,
-              std::move(FrameWriter().U8(0).I64(static_cast<int64_t>(table_.size()))).Finish());
-      return;
-    }
     case Opcode::kHello:
       Refuse(conn, absl::StatusCode::kFailedPrecondition,
              conn.server_nonce.empty() ? "authentication is off on this store (it was started without a job secret)"
@@ -204,6 +83,122 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
       return;
   }
   Reject(conn, absl::StrCat("unknown opcode ", opcode));
+}
+
+bool ServerLoop::FieldsOk(Request& r, bool parsed) {
+  if (!parsed) {
+    Reject(r.conn, absl::StrCat("truncated ", r.name, " request (", r.payload_bytes, "-byte payload)"));
+    return false;
+  }
+  if (r.reader.remaining() != 0) {
+    Reject(r.conn, absl::StrCat(r.reader.remaining(), " trailing bytes after a ", r.name, " request"));
+    return false;
+  }
+  return true;
+}
+
+void ServerLoop::Set(Request& r) {
+  std::string key, value;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.String(&value))) return;
+  const bool created = table_.insert_or_assign(key, std::move(value)).second;
+  Respond(r.conn, std::move(FrameWriter().U8(0)).Finish());
+  if (created) WakeKey(key);
+}
+
+void ServerLoop::Get(Request& r) {
+  std::string key;
+  int64_t timeout_ms = 0;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.I64(&timeout_ms))) return;
+  if (auto it = table_.find(key); it != table_.end()) {
+    Respond(r.conn, std::move(FrameWriter().U8(0).String(it->second)).Finish());
+  } else if (timeout_ms == 0) {
+    RespondError(r.conn, absl::StatusCode::kDeadlineExceeded, absl::StrCat("timed out waiting for key ", Quoted(key)));
+  } else {
+    Park(r.conn, Parked{Opcode::kGet, {key}, key, DeadlineAfter(timeout_ms), timeout_ms});
+  }
+}
+
+void ServerLoop::Add(Request& r) {
+  std::string key;
+  int64_t delta = 0;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.I64(&delta))) return;
+  int64_t current = 0;
+  auto it = table_.find(key);
+  if (it != table_.end() && !absl::SimpleAtoi(it->second, &current)) {
+    RespondError(r.conn, absl::StatusCode::kFailedPrecondition,
+                 absl::StrCat("cannot add to key ", Quoted(key), ": its value is not a decimal integer: ",
+                              Quoted(absl::string_view(it->second).substr(0, 40)),
+                              it->second.size() > 40 ? "..." : ""));
+    return;
+  }
+  int64_t sum = 0;
+  if (__builtin_add_overflow(current, delta, &sum)) {
+    RespondError(r.conn, absl::StatusCode::kOutOfRange,
+                 absl::StrCat("adding ", delta, " to key ", Quoted(key), " (", current, ") overflows int64"));
+    return;
+  }
+  const bool created = it == table_.end();
+  if (created) {
+    table_.emplace(key, absl::StrCat(sum));
+  } else {
+    it->second = absl::StrCat(sum);
+  }
+  Respond(r.conn, std::move(FrameWriter().U8(0).I64(sum)).Finish());
+  if (created) WakeKey(key);
+}
+
+void ServerLoop::CompareSet(Request& r) {
+  std::string key, expected, desired;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.String(&expected) && r.reader.String(&desired))) return;
+  auto it = table_.find(key);
+  if (it == table_.end()) {
+    if (!expected.empty()) {
+      // c10d's answer for a missing key: `expected`, nothing set.
+      Respond(r.conn, std::move(FrameWriter().U8(0).String(expected)).Finish());
+      return;
+    }
+    table_.emplace(key, desired);
+    Respond(r.conn, std::move(FrameWriter().U8(0).String(desired)).Finish());
+    WakeKey(key);
+    return;
+  }
+  if (it->second == expected) it->second = std::move(desired);
+  Respond(r.conn, std::move(FrameWriter().U8(0).String(it->second)).Finish());
+}
+
+void ServerLoop::WaitOrCheck(Request& r, bool is_wait) {
+  uint32_t count = 0;
+  bool parsed = r.reader.U32(&count);
+  std::vector<std::string> keys;
+  // No reserve(count): the count is the client's claim; every key read
+  // below is backed by bytes really received.
+  for (uint32_t i = 0; parsed && i < count; ++i) {
+    std::string key;
+    parsed = r.reader.String(&key);
+    if (parsed) keys.push_back(std::move(key));
+  }
+  int64_t timeout_ms = 0;
+  if (is_wait) parsed = parsed && r.reader.I64(&timeout_ms);
+  if (!FieldsOk(r, parsed)) return;
+  std::string missing;
+  const bool all = HasAll(keys, &missing);
+  if (!is_wait) {
+    Respond(r.conn, std::move(FrameWriter().U8(0).U8(all ? 1 : 0)).Finish());
+  } else if (all) {
+    Respond(r.conn, std::move(FrameWriter().U8(0)).Finish());
+  } else if (timeout_ms == 0) {
+    RespondError(r.conn, absl::StatusCode::kDeadlineExceeded,
+                 absl::StrCat("timed out waiting for keys ", QuotedList(keys)));
+  } else {
+    Park(r.conn, Parked{Opcode::kWait, std::move(keys), missing, DeadlineAfter(timeout_ms), timeout_ms});
+  }
+}
+
+void ServerLoop::Delete(Request& r) {
+  std::string key;
+  if (!FieldsOk(r, r.reader.String(&key))) return;
+  const bool existed = table_.erase(key) > 0;
+  Respond(r.conn, std::move(FrameWriter().U8(0).U8(existed ? 1 : 0)).Finish());
 }
 
 void ServerLoop::HandleHandshake(Connection& conn, uint8_t opcode, FieldReader& reader) {
