@@ -24,6 +24,7 @@
 #include "base/logging.h"
 #include "base/socket.h"
 #include "base/status.h"
+#include "launcher/agent_internal.h"
 #include "launcher/job_store.h"
 #include "launcher/rendezvous.h"
 #include "launcher/replace_policy.h"
@@ -33,11 +34,15 @@
 extern char** environ;
 
 namespace braid {
+namespace agent_internal {
 namespace {
 
-constexpr char kShutdownPrefix[] = "shutdown: ";
-// How long a failure waits for its peers' exits, to report the cause first.
-constexpr absl::Duration kFailureSettle = absl::Milliseconds(200);
+absl::StatusOr<uint16_t> FreePort(const std::string& host) {
+  BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen(host, 0));
+  return listener.port();
+}
+
+}  // namespace
 
 void Say(const std::string& line) {
   const std::string text = absl::StrCat("braidrun: ", line, "\n");
@@ -53,51 +58,12 @@ std::string RandomId() {
   return id;
 }
 
-absl::StatusOr<uint16_t> FreePort(const std::string& host) {
-  BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen(host, 0));
-  return listener.port();
-}
-
 void RemoveTree(const std::string& path) {
   nftw(
       path.c_str(),
       [](const char* file, const struct stat*, int, struct FTW*) { return remove(file); }, 16,
       FTW_DEPTH | FTW_PHYS);
 }
-
-enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kMembershipChange, kSignal, kStoreLost };
-
-class Agent {
- public:
-  explicit Agent(const LaunchOptions& options) : o_(options) {}
-  int Run();
-
- private:
-  absl::StatusOr<std::vector<WorkerSpec>> Specs(const RendezvousResult& members, const std::string& master);
-  absl::StatusOr<std::string> Master(const RendezvousResult& members);
-  // `replace`: null under --restart-policy=all.
-  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy* replace);
-  bool Replace(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy& policy, const WorkerExit& exit);
-  void Report(const RendezvousResult& members);
-  std::string AttemptDir(int round, int global_rank) const;
-  std::string WorkersPrefix(int round) const;
-  std::string HostLabel(const RendezvousResult& members) const;
-
-  const LaunchOptions& o_;
-  std::string run_id_;
-  std::string host_;
-  std::string files_dir_;    // log and error files
-  bool own_files_dir_ = false;
-  UniqueFd signal_fd_;
-  JobStore store_;
-  std::unique_ptr<Rendezvous> rdzv_;
-  int restarts_ = 0;
-  int signal_ = 0;
-  std::string stop_reason_;
-  std::vector<FailureRecord> local_failures_;
-  std::vector<FailureRecord> replaced_failures_;  // this round's, replaced in place
-  std::vector<int> replaced_ranks_;               // every replacement of the job, in order
-};
 
 std::string Agent::AttemptDir(int round, int global_rank) const {
   return absl::StrCat(files_dir_, "/attempt_", round, "/", global_rank);
@@ -351,160 +317,8 @@ void Agent::Report(const RendezvousResult& members) {
   (void)!write(STDERR_FILENO, text.data(), text.size());
 }
 
-int Agent::Run() {
-  absl::StatusOr<UniqueFd> signal_fd = WorkerGroup::BlockSignals(o_.signals_to_handle);
-  if (!signal_fd.ok()) {
-    Say(std::string(signal_fd.status().message()));
-    return 1;
-  }
-  signal_fd_ = std::move(*signal_fd);
-  host_ = HostName();
-  run_id_ = o_.standalone ? RandomId() : o_.rdzv_id;
-  if (o_.log_dir.empty()) {
-    std::string tmpl = absl::StrCat("/tmp/braidrun-", run_id_, "-XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      Say(absl::StrCat("cannot create a directory under /tmp: ", strerror(errno)));
-      return 1;
-    }
-    files_dir_ = tmpl;
-    // Kept when the user asked for log files, removed otherwise.
-    own_files_dir_ = o_.redirects.all == 0 && o_.tee.all == 0 && o_.redirects.per_rank.empty() &&
-                     o_.tee.per_rank.empty();
-  } else {
-    files_dir_ = absl::StrCat(o_.log_dir, "/", run_id_);
-  }
+}  // namespace agent_internal
 
-  std::string warning;
-  absl::StatusOr<JobSecret> secret = SetUpSecret(o_, &warning);
-  if (!warning.empty()) Say(warning);
-  if (!secret.ok()) {
-    Say(std::string(secret.status().message()));
-    return 1;
-  }
-  absl::StatusOr<JobStore> store = OpenStore(o_, *secret, DeadlineIn(o_.join_timeout));
-  if (!store.ok()) {
-    Say(std::string(store.status().message()));
-    return 1;
-  }
-  store_ = std::move(*store);
-
-  RendezvousSpec spec;
-  spec.run_id = run_id_;
-  spec.min_nodes = o_.min_nodes;
-  spec.max_nodes = o_.max_nodes;
-  spec.static_node_rank = o_.rdzv_backend == "static" ? o_.node_rank : -1;
-  spec.join_timeout = o_.join_timeout;
-  spec.last_call_timeout = o_.last_call_timeout;
-  spec.self.nproc = o_.mpi ? o_.nproc_per_node : o_.nproc_per_node;
-  if (!o_.local_addr.empty()) {
-    spec.self.addr = o_.local_addr;
-  } else {
-    absl::StatusOr<std::string> addr = LocalAddressToward(store_.address);
-    spec.self.addr = addr.ok() ? *addr : "127.0.0.1";
-  }
-  rdzv_ = std::make_unique<Rendezvous>(store_.client, spec);
-
-  int exit_code = 1;
-  int after_round = -1;
-  while (true) {
-    absl::StatusOr<RendezvousResult> members = rdzv_->Join(after_round);
-    if (!members.ok()) {
-      Say(std::string(members.status().message()));
-      break;
-    }
-    absl::StatusOr<std::string> master = Master(*members);
-    absl::StatusOr<std::vector<WorkerSpec>> specs =
-        master.ok() ? Specs(*members, *master) : absl::StatusOr<std::vector<WorkerSpec>>(master.status());
-    std::unique_ptr<ReplacePolicy> replace;
-    if (specs.ok() && o_.restart_policy == RestartPolicy::kReplace) {
-      replace = std::make_unique<ReplacePolicy>(
-          std::make_shared<PrefixStore>(WorkersPrefix(members->round), store_.client), host_, *specs);
-    }
-    absl::StatusOr<std::unique_ptr<WorkerGroup>> group =
-        specs.ok() ? WorkerGroup::Start(std::move(*specs), signal_fd_.get())
-                   : absl::StatusOr<std::unique_ptr<WorkerGroup>>(specs.status());
-    if (!group.ok()) {
-      Say(absl::StrCat("cannot start the workers: ", group.status().message()));
-      (void)rdzv_->RequestRestart(members->round, absl::StrCat(kShutdownPrefix, "node ", members->node_rank,
-                                                               " could not start its workers"));
-      break;
-    }
-    local_failures_.clear();
-    replaced_failures_.clear();
-    const Outcome outcome = Monitor(**group, *members, replace.get());
-    if (outcome == Outcome::kSucceeded) {
-      (void)rdzv_->MarkDone(members->round, members->node_rank);
-      // Every node stays until every node is done: the store's host because
-      // the others need the store, and all of them because a node that fails
-      // later restarts the whole group, this node's workers included.
-      absl::Status all = members->nodes.size() > 1 ? rdzv_->WaitAllDone(*members, DeadlineIn(o_.join_timeout))
-                                                   : absl::OkStatus();
-      if (absl::IsAborted(all)) {
-        stop_reason_ = std::string(all.message());
-        if (!absl::StartsWith(stop_reason_, kShutdownPrefix) && restarts_ < o_.max_restarts) {
-          ++restarts_;
-          Say(absl::StrCat("this node's workers succeeded, but ", stop_reason_, "; restarting them with the others ",
-                           "(restart ", restarts_, " of ", o_.max_restarts, ")"));
-          after_round = members->round;
-          continue;
-        }
-        Say(absl::StrCat("this node's workers succeeded, but ", stop_reason_, "; no restart is left (--max-restarts ",
-                         o_.max_restarts, "), so the job failed"));
-        Report(*members);
-        break;
-      }
-      if (!all.ok()) Say(absl::StrCat("this node succeeded, but not every node did: ", all.message()));
-      if (const size_t n = replaced_ranks_.size(); n > 0) {
-        Say(absl::StrCat("job done; ", n, n == 1 ? " worker was" : " workers were",
-                         " replaced in place (--restart-policy=replace)"));
-      }
-      exit_code = 0;
-      break;
-    }
-    if (outcome == Outcome::kSignal) {
-      Say(absl::StrCat("received SIG", sigabbrev_np(signal_), ": forwarding it to the workers (SIGKILL after ",
-                       absl::FormatDuration(o_.shutdown_timeout), ", --shutdown-timeout)"));
-      (void)rdzv_->RequestRestart(members->round, absl::StrCat(kShutdownPrefix, "the agent on ", host_,
-                                                               " received SIG", sigabbrev_np(signal_)));
-      (*group)->Stop(signal_, o_.shutdown_timeout);
-      exit_code = 128 + signal_;
-      break;
-    }
-    if (outcome == Outcome::kLocalFailure) {
-      const FailureRecord& first = local_failures_.front();
-      for (const FailureRecord& failure : local_failures_) (void)rdzv_->RecordFailure(members->round, failure);
-      absl::StatusOr<std::string> reason = rdzv_->RequestRestart(
-          members->round, absl::StrCat("rank ", first.global_rank, " failed: ", first.how));
-      stop_reason_ = reason.ok() ? *reason : std::string(reason.status().message());
-    }
-    std::vector<WorkerExit> stopped = (*group)->Stop(SIGTERM, o_.shutdown_timeout);
-    for (const WorkerExit& exit : stopped) {
-      if (exit.succeeded() || exit.stopped_by_agent) continue;
-      local_failures_.push_back({exit.time, exit.global_rank, exit.local_rank,
-                                 absl::StrCat(host_, " (", spec.self.addr, ")"), exit.Describe(), exit.tail});
-      (void)rdzv_->RecordFailure(members->round, local_failures_.back());
-    }
-    if (outcome == Outcome::kMembershipChange) {
-      Say(absl::StrCat("a node is waiting to join: restarting the group (round ", members->round + 1, ")"));
-      after_round = members->round;
-      continue;
-    }
-    if (outcome == Outcome::kStoreLost || absl::StartsWith(stop_reason_, kShutdownPrefix) ||
-        restarts_ >= o_.max_restarts) {
-      Report(*members);
-      break;
-    }
-    ++restarts_;
-    Say(absl::StrCat(stop_reason_, "; restarting the workers (restart ", restarts_, " of ", o_.max_restarts, ")"));
-    after_round = members->round;
-  }
-  // A failed job keeps its files (error files, flight-recorder dumps).
-  if (own_files_dir_ && exit_code == 0) RemoveTree(files_dir_);
-  return exit_code;
-}
-
-}  // namespace
-
-int RunAgent(const LaunchOptions& options) { return Agent(options).Run(); }
+int RunAgent(const LaunchOptions& options) { return agent_internal::Agent(options).Run(); }
 
 }  // namespace braid
