@@ -84,7 +84,7 @@ class BuildExt(BuildWithLibbraid, base_build_ext):
 extensions = [
     Extension(
         "braid._braid",
-        ["python/braid_module.cc"],
+        ["python/braid_module.cc", "python/braid_arrays.cc"],
         include_dirs=[str(ROOT), pybind11_include()],
         extra_compile_args=CXXFLAGS,
         extra_link_args=LINK,
