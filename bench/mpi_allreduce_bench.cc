@@ -104,6 +104,142 @@ double TimeColumn(const Context& ctx, const Tensor* in, const Tensor& out, int* 
   return elapsed * 1e6 / ctx.options->iters;
 }
 
+// The rank lines, each rank's record gathered on rank 0, and rank 0's header (printed).
+std::vector<std::string> PrintHeader(const Context& ctx, const MachineInfo& machine, const std::string& transport,
+                                     const std::string& library_name) {
+  char mine[kRecordBytes] = {};
+  std::snprintf(mine, sizeof(mine), "%d %s", static_cast<int>(getpid()), machine.hostname.c_str());
+  std::vector<char> all(static_cast<size_t>(kRecordBytes) * ctx.size);
+  MPI_Gather(mine, kRecordBytes, MPI_CHAR, all.data(), kRecordBytes, MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<std::string> rank_lines;
+  if (ctx.rank != 0) return rank_lines;
+  const CommonOptions& options = *ctx.options;
+  std::string header = FormatArgumentsLine(options);
+  absl::StrAppend(&header, "#\n# mpi_allreduce_bench: MPI_Allreduce (", library_name, "), datatype ",
+                  NcclTypeName(options.dtype), ", op ", ReduceOpName(options.op),
+                  options.op == ReduceOp::kAvg ? " (MPI_SUM + local divide)" : "", ", transport ", transport,
+                  ", world size ", ctx.size, "\n#\n# Using devices\n");
+  for (int r = 0; r < ctx.size; ++r) {
+    const std::string record(&all[static_cast<size_t>(r) * kRecordBytes]);
+    std::vector<std::string> parts = absl::StrSplit(record, absl::MaxSplits(' ', 1));
+    const std::string line = FormatRankLine(r, 0, std::atoll(parts[0].c_str()), parts.size() > 1 ? parts[1] : "?",
+                                            absl::StrCat("[rank ", r, "] ", machine.cpu_model));
+    rank_lines.push_back(line);
+    absl::StrAppend(&header, line);
+  }
+  absl::StrAppend(&header, "#\n# Algorithm: native\n#\n", FormatColumnHeader());
+  std::fputs(header.c_str(), stdout);
+  std::fflush(stdout);
+  return rank_lines;
+}
+
+// "mpi btl <OMPI_MCA_btl>": what carried the bytes.
+std::string Transport() {
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  return btl != nullptr ? absl::StrCat("mpi btl ", btl) : "mpi btl default";
+}
+
+// The library's name, as MPI_Get_library_version gives it, to its first comma.
+std::string LibraryName() {
+  char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(library, &length);
+  const std::string name(library, static_cast<size_t>(std::max(length, 0)));
+  return std::string(absl::StripAsciiWhitespace(name.substr(0, name.find(','))));
+}
+
+// The buffers of the sweep.
+struct Buffers {
+  Tensor input;
+  Tensor output;
+  Tensor expected;  // only with --check
+};
+
+// One size: its check (with -c) and its two timed columns, agreed by every rank.
+Row MeasureSize(const Context& ctx, const Buffers& buffers, size_t count, int* failed) {
+  const CommonOptions& options = *ctx.options;
+  Row row;
+  row.count = count;
+  row.bytes = count * DTypeSize(options.dtype);
+  row.algorithm = "native";
+  row.algorithm_used = "MPI_Allreduce";
+  const int64_t n = static_cast<int64_t>(count);
+  const Tensor in = *buffers.input.Narrow(0, 0, n);
+  const Tensor out = *buffers.output.Narrow(0, 0, n);
+  if (options.check) {
+    const Tensor want = *buffers.expected.Narrow(0, 0, n);
+    FillExpected(options.dtype, options.op, ctx.size, want.bytes());
+    FillCheckInput(options.dtype, options.op, ctx.rank, in.bytes());
+    FillSentinel(out.bytes());
+    *failed |= AllReduce(ctx, &in, out) != MPI_SUCCESS;
+    int64_t wrong[2];
+    wrong[0] = CountMismatches(options.dtype, want.bytes(), out.bytes());
+    FillCheckInput(options.dtype, options.op, ctx.rank, out.bytes());
+    *failed |= AllReduce(ctx, nullptr, out) != MPI_SUCCESS;
+    wrong[1] = CountMismatches(options.dtype, want.bytes(), out.bytes());
+    MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    row.out_of_place.wrong = wrong[0];
+    row.in_place.wrong = wrong[1];
+  }
+  double times[2];
+  times[0] = TimeColumn(ctx, &in, out, failed);
+  times[1] = TimeColumn(ctx, nullptr, out, failed);
+  MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  row.out_of_place.time_us = times[0];
+  row.in_place.time_us = times[1];
+  return row;
+}
+
+// Rank 0's --json report; its error, if writing failed.
+absl::Status WriteReport(const Context& ctx, const MachineInfo& machine, const std::string& transport,
+                         const std::string& library_name, const std::vector<std::string>& rank_lines,
+                         const std::vector<Row>& rows, double bus_factor, int64_t wrong_total, double avg_bus) {
+  const CommonOptions& options = *ctx.options;
+  JsonReport report;
+  report.program = kProgram;
+  report.machine = machine;
+  report.transport = transport;
+  report.world_size = ctx.size;
+  for (const std::string& line : rank_lines) {
+    report.rank_lines.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
+  }
+  report.arguments = {
+      {"collective", JsonQuote("allreduce")},
+      {"library", JsonQuote(library_name)},
+      {"minbytes", absl::StrCat(options.min_bytes)},
+      {"maxbytes", absl::StrCat(options.max_bytes)},
+      {"stepfactor", options.step_bytes > 0 ? std::string("null") : absl::StrCat(options.step_factor)},
+      {"stepbytes", options.step_bytes > 0 ? absl::StrCat(options.step_bytes) : std::string("null")},
+      {"iters", absl::StrCat(options.iters)},
+      {"warmup_iters", absl::StrCat(options.warmup_iters)},
+      {"check", absl::StrCat(options.check)},
+      {"datatype", JsonQuote(NcclTypeName(options.dtype))},
+      {"op", JsonQuote(ReduceOpName(options.op))},
+  };
+  report.rows = rows;
+  report.dtype = options.dtype;
+  report.op = options.op;
+  report.bus_factor = bus_factor;
+  report.wrong_total = wrong_total;
+  report.avg_bus_bandwidth = avg_bus;
+  return WriteJsonReport(options.json_path, report);
+}
+
+// Parses the flags (every rank the same argv; rank 0 speaks for them): the
+// MPI datatype, or the exit code (0 for --help, 2 for a bad flag).
+absl::StatusOr<MPI_Datatype> ParseArguments(int argc, char** argv, int rank, CommonOptions* options, int* exit_code) {
+  const std::vector<Flag> flags = CommonFlags(options);
+  bool help = false;
+  absl::Status parsed = ParseFlags(argc, argv, flags, &help);
+  if (parsed.ok() && !help) parsed = ValidateCommon(*options);
+  absl::StatusOr<MPI_Datatype> type = parsed.ok() ? MpiType(options->dtype) : absl::StatusOr<MPI_Datatype>(parsed);
+  if (type.ok() && !help) return type;
+  if (rank == 0 && help) std::fputs(Usage(kProgram, kSummary, flags).c_str(), stdout);
+  if (rank == 0 && !help) std::fprintf(stderr, "%s: %s\n", kProgram, std::string(type.status().message()).c_str());
+  *exit_code = help ? 0 : 2;
+  return absl::CancelledError("no sweep");
+}
+
 int Main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
@@ -114,17 +250,11 @@ int Main(int argc, char** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
   CommonOptions options;
-  const std::vector<Flag> flags = CommonFlags(&options);
-  bool help = false;
-  absl::Status parsed = ParseFlags(argc, argv, flags, &help);
-  if (parsed.ok() && !help) parsed = ValidateCommon(options);
-  absl::StatusOr<MPI_Datatype> type = parsed.ok() ? MpiType(options.dtype) : absl::StatusOr<MPI_Datatype>(parsed);
-  if (!type.ok() || help) {
-    // Every rank parsed the same argv; rank 0 speaks for them.
-    if (rank == 0 && help) std::fputs(Usage(kProgram, kSummary, flags).c_str(), stdout);
-    if (rank == 0 && !help) std::fprintf(stderr, "%s: %s\n", kProgram, std::string(type.status().message()).c_str());
+  int exit_code = 0;
+  absl::StatusOr<MPI_Datatype> type = ParseArguments(argc, argv, rank, &options, &exit_code);
+  if (!type.ok()) {
     MPI_Finalize();
-    return help ? 0 : 2;
+    return exit_code;
   }
   const Context ctx{&options, *type, MpiOp(options.op), rank, size};
 
@@ -146,43 +276,12 @@ int Main(int argc, char** argv) {
     std::memset(t->data(), 0, t->nbytes());
     return *t;
   };
-  const Tensor input = allocate(true);
-  const Tensor output = allocate(true);
-  const Tensor expected = allocate(options.check != 0);
+  const Buffers buffers{allocate(true), allocate(true), allocate(options.check != 0)};
 
-  // The rank lines: each rank's record gathered on rank 0.
   const MachineInfo machine = DescribeMachine();
-  char mine[kRecordBytes] = {};
-  std::snprintf(mine, sizeof(mine), "%d %s", static_cast<int>(getpid()), machine.hostname.c_str());
-  std::vector<char> all(static_cast<size_t>(kRecordBytes) * size);
-  MPI_Gather(mine, kRecordBytes, MPI_CHAR, all.data(), kRecordBytes, MPI_CHAR, 0, MPI_COMM_WORLD);
-  const char* btl = std::getenv("OMPI_MCA_btl");
-  const std::string transport = btl != nullptr ? absl::StrCat("mpi btl ", btl) : "mpi btl default";
-  char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int library_length = 0;
-  MPI_Get_library_version(library, &library_length);
-  std::string library_name(library, static_cast<size_t>(std::max(library_length, 0)));
-  library_name = std::string(absl::StripAsciiWhitespace(library_name.substr(0, library_name.find(','))));
-
-  std::vector<std::string> rank_lines;
-  if (rank == 0) {
-    std::string header = FormatArgumentsLine(options);
-    absl::StrAppend(&header, "#\n# mpi_allreduce_bench: MPI_Allreduce (", library_name, "), datatype ",
-                    NcclTypeName(options.dtype), ", op ", ReduceOpName(options.op),
-                    options.op == ReduceOp::kAvg ? " (MPI_SUM + local divide)" : "", ", transport ", transport,
-                    ", world size ", size, "\n#\n# Using devices\n");
-    for (int r = 0; r < size; ++r) {
-      const std::string record(&all[static_cast<size_t>(r) * kRecordBytes]);
-      std::vector<std::string> parts = absl::StrSplit(record, absl::MaxSplits(' ', 1));
-      const std::string line = FormatRankLine(r, 0, std::atoll(parts[0].c_str()), parts.size() > 1 ? parts[1] : "?",
-                                              absl::StrCat("[rank ", r, "] ", machine.cpu_model));
-      rank_lines.push_back(line);
-      absl::StrAppend(&header, line);
-    }
-    absl::StrAppend(&header, "#\n# Algorithm: native\n#\n", FormatColumnHeader());
-    std::fputs(header.c_str(), stdout);
-    std::fflush(stdout);
-  }
+  const std::string transport = Transport();
+  const std::string library_name = LibraryName();
+  const std::vector<std::string> rank_lines = PrintHeader(ctx, machine, transport, library_name);
 
   const double bus_factor = AllReduceBusFactor(size);
   std::vector<Row> rows;
@@ -191,36 +290,8 @@ int Main(int argc, char** argv) {
   int bus_n = 0;
   int failed = 0;
   for (size_t count : counts) {
-    Row row;
-    row.count = count;
-    row.bytes = count * DTypeSize(options.dtype);
-    row.algorithm = "native";
-    row.algorithm_used = "MPI_Allreduce";
-    const int64_t n = static_cast<int64_t>(count);
-    const Tensor in = *input.Narrow(0, 0, n);
-    const Tensor out = *output.Narrow(0, 0, n);
-    if (options.check) {
-      const Tensor want = *expected.Narrow(0, 0, n);
-      FillExpected(options.dtype, options.op, size, want.bytes());
-      FillCheckInput(options.dtype, options.op, rank, in.bytes());
-      FillSentinel(out.bytes());
-      failed |= AllReduce(ctx, &in, out) != MPI_SUCCESS;
-      int64_t wrong[2];
-      wrong[0] = CountMismatches(options.dtype, want.bytes(), out.bytes());
-      FillCheckInput(options.dtype, options.op, rank, out.bytes());
-      failed |= AllReduce(ctx, nullptr, out) != MPI_SUCCESS;
-      wrong[1] = CountMismatches(options.dtype, want.bytes(), out.bytes());
-      MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-      row.out_of_place.wrong = wrong[0];
-      row.in_place.wrong = wrong[1];
-      wrong_total += wrong[0] + wrong[1];
-    }
-    double times[2];
-    times[0] = TimeColumn(ctx, &in, out, &failed);
-    times[1] = TimeColumn(ctx, nullptr, out, &failed);
-    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    row.out_of_place.time_us = times[0];
-    row.in_place.time_us = times[1];
+    const Row row = MeasureSize(ctx, buffers, count, &failed);
+    if (options.check) wrong_total += row.out_of_place.wrong + row.in_place.wrong;
     AccumulateBusBandwidth(row, bus_factor, &bus_sum, &bus_n);
     if (rank == 0) {
       std::fputs(FormatRow(row, options.dtype, options.op, -1, bus_factor).c_str(), stdout);
@@ -229,39 +300,13 @@ int Main(int argc, char** argv) {
     rows.push_back(row);
   }
   const double avg_bus = bus_n > 0 ? bus_sum / bus_n : 0;
-  int status = 0;
+  int status = wrong_total != 0 ? 1 : 0;
   if (rank == 0) {
     std::fputs(FormatFooter(wrong_total, avg_bus).c_str(), stdout);
     std::fflush(stdout);
     if (!options.json_path.empty()) {
-      JsonReport report;
-      report.program = kProgram;
-      report.machine = machine;
-      report.transport = transport;
-      report.world_size = size;
-      for (const std::string& line : rank_lines) {
-        report.rank_lines.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
-      }
-      report.arguments = {
-          {"collective", JsonQuote("allreduce")},
-          {"library", JsonQuote(library_name)},
-          {"minbytes", absl::StrCat(options.min_bytes)},
-          {"maxbytes", absl::StrCat(options.max_bytes)},
-          {"stepfactor", options.step_bytes > 0 ? std::string("null") : absl::StrCat(options.step_factor)},
-          {"stepbytes", options.step_bytes > 0 ? absl::StrCat(options.step_bytes) : std::string("null")},
-          {"iters", absl::StrCat(options.iters)},
-          {"warmup_iters", absl::StrCat(options.warmup_iters)},
-          {"check", absl::StrCat(options.check)},
-          {"datatype", JsonQuote(NcclTypeName(options.dtype))},
-          {"op", JsonQuote(ReduceOpName(options.op))},
-      };
-      report.rows = rows;
-      report.dtype = options.dtype;
-      report.op = options.op;
-      report.bus_factor = bus_factor;
-      report.wrong_total = wrong_total;
-      report.avg_bus_bandwidth = avg_bus;
-      const absl::Status written = WriteJsonReport(options.json_path, report);
+      const absl::Status written = WriteReport(ctx, machine, transport, library_name, rank_lines, rows, bus_factor,
+                                               wrong_total, avg_bus);
       if (!written.ok()) {
         std::fprintf(stderr, "%s: %s\n", kProgram, std::string(written.message()).c_str());
         status = 1;
@@ -272,7 +317,6 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s: rank %d: MPI_Allreduce returned an error\n", kProgram, rank);
     status = 1;
   }
-  if (wrong_total != 0) status = 1;
   MPI_Finalize();
   return status;
 }

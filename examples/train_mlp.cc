@@ -237,6 +237,60 @@ absl::Status SetUpDevice(Trainer& t) {
   return absl::OkStatus();
 }
 
+// Where training starts: rank 0 reads the newest checkpoint; the epoch and
+// the parameters go to everyone (the broadcast also makes every replica
+// start equal, as DDP's constructor does).
+absl::StatusOr<int> StartEpoch(Trainer& t) {
+  const Flags& flags = t.flags;
+  int start_epoch = 0;
+  if (!flags.checkpoint_dir.empty() && t.group->rank() == 0) {
+    if (::mkdir(flags.checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus(errno, absl::StrCat("mkdir ", flags.checkpoint_dir));
+    }
+    BRAID_ASSIGN_OR_RETURN(start_epoch, LoadNewestCheckpoint(flags.checkpoint_dir, *t.model));
+    if (start_epoch > 0) std::printf("resumed from %s\n", CheckpointPath(flags.checkpoint_dir, start_epoch).c_str());
+  }
+  BRAID_ASSIGN_OR_RETURN(Tensor epoch_tensor, Tensor::Empty({1}, DType::kI64));
+  epoch_tensor.data<int64_t>()[0] = start_epoch;
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, t.group->comm().Broadcast(epoch_tensor, 0));
+  BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
+  return static_cast<int>(epoch_tensor.data<int64_t>()[0]);
+}
+
+// One epoch: its steps, the mean loss over every rank, and rank 0's checkpoint.
+absl::Status TrainEpoch(Trainer& t, int epoch, StepLog& step_log) {
+  const Flags& flags = t.flags;
+  ProcessGroup& group = *t.group;
+  const std::vector<std::vector<int>> batches =
+      RankBatches(flags.samples, epoch, flags.seed, group.rank(), group.size(), flags.batch_size);
+  const absl::Time start = absl::Now();
+  const size_t count = batches.size();
+  BRAID_RETURN_IF_ERROR(t.BeginEpoch(batches));
+  for (size_t b = 0; b < count; ++b) {
+    BRAID_RETURN_IF_ERROR(t.Step(b));
+    step_log.Finished(static_cast<int64_t>(epoch) * static_cast<int64_t>(batches.size()) + static_cast<int64_t>(b),
+                      group.size());
+    if (flags.step_sleep_ms > 0) absl::SleepFor(absl::Milliseconds(flags.step_sleep_ms));
+  }
+  // The epoch's mean loss over every rank.
+  BRAID_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({1}, DType::kF64));
+  BRAID_ASSIGN_OR_RETURN(loss.data<double>()[0], t.EpochLoss());
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, group.comm().AllReduce(loss, ReduceOp::kAvg));
+  BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (group.rank() == 0) {
+    const double samples = static_cast<double>(batches.size()) * flags.batch_size * group.size();
+    std::printf("epoch %d/%d: loss %.4f, %.0f samples/s, %.2f ms/step\n", epoch + 1, flags.epochs,
+                loss.data<double>()[0], samples / seconds, 1000.0 * seconds / std::max<size_t>(1, batches.size()));
+    std::fflush(stdout);
+    if (!flags.checkpoint_dir.empty()) {
+      BRAID_RETURN_IF_ERROR(t.SyncHostModel());
+      BRAID_RETURN_IF_ERROR(SaveCheckpoint(flags.checkpoint_dir, epoch + 1, *t.model));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Flags& flags) {
   if (std::getenv(launch_env::kRank) == nullptr && std::getenv(launch_env::kOmpiRank) == nullptr) {
     ::setenv(launch_env::kRank, "0", 1);  // no launcher: one process
@@ -256,22 +310,7 @@ absl::Status Run(const Flags& flags) {
   t.data = Dataset::Make(flags.samples, flags.seed);
   t.model = std::make_unique<Mlp>(LayerSizes(flags.model), flags.seed);
 
-  // Resume: rank 0 reads the newest checkpoint; the epoch and the
-  // parameters go to everyone (the broadcast also makes every replica
-  // start equal, as DDP's constructor does).
-  int start_epoch = 0;
-  if (!flags.checkpoint_dir.empty() && group->rank() == 0) {
-    if (::mkdir(flags.checkpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoStatus(errno, absl::StrCat("mkdir ", flags.checkpoint_dir));
-    }
-    BRAID_ASSIGN_OR_RETURN(start_epoch, LoadNewestCheckpoint(flags.checkpoint_dir, *t.model));
-    if (start_epoch > 0) std::printf("resumed from %s\n", CheckpointPath(flags.checkpoint_dir, start_epoch).c_str());
-  }
-  BRAID_ASSIGN_OR_RETURN(Tensor epoch_tensor, Tensor::Empty({1}, DType::kI64));
-  epoch_tensor.data<int64_t>()[0] = start_epoch;
-  BRAID_ASSIGN_OR_RETURN(WorkHandle work, group->comm().Broadcast(epoch_tensor, 0));
-  BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
-  start_epoch = static_cast<int>(epoch_tensor.data<int64_t>()[0]);
+  BRAID_ASSIGN_OR_RETURN(const int start_epoch, StartEpoch(t));
   if (flags.device == "cuda") {
     BRAID_RETURN_IF_ERROR(SetUpDevice(t));
   } else {
@@ -290,35 +329,7 @@ absl::Status Run(const Flags& flags) {
     std::fflush(stdout);
   }
   StepLog step_log(flags.step_log, group->rank());
-  for (int epoch = start_epoch; epoch < flags.epochs; ++epoch) {
-    const std::vector<std::vector<int>> batches =
-        RankBatches(flags.samples, epoch, flags.seed, group->rank(), group->size(), flags.batch_size);
-    const absl::Time start = absl::Now();
-    const size_t count = batches.size();
-    BRAID_RETURN_IF_ERROR(t.BeginEpoch(batches));
-    for (size_t b = 0; b < count; ++b) {
-      BRAID_RETURN_IF_ERROR(t.Step(b));
-      step_log.Finished(static_cast<int64_t>(epoch) * static_cast<int64_t>(batches.size()) + static_cast<int64_t>(b),
-                        group->size());
-      if (flags.step_sleep_ms > 0) absl::SleepFor(absl::Milliseconds(flags.step_sleep_ms));
-    }
-    // The epoch's mean loss over every rank.
-    BRAID_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({1}, DType::kF64));
-    BRAID_ASSIGN_OR_RETURN(loss.data<double>()[0], t.EpochLoss());
-    BRAID_ASSIGN_OR_RETURN(work, group->comm().AllReduce(loss, ReduceOp::kAvg));
-    BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    if (group->rank() == 0) {
-      const double samples = static_cast<double>(batches.size()) * flags.batch_size * group->size();
-      std::printf("epoch %d/%d: loss %.4f, %.0f samples/s, %.2f ms/step\n", epoch + 1, flags.epochs,
-                  loss.data<double>()[0], samples / seconds, 1000.0 * seconds / std::max<size_t>(1, batches.size()));
-      std::fflush(stdout);
-      if (!flags.checkpoint_dir.empty()) {
-        BRAID_RETURN_IF_ERROR(t.SyncHostModel());
-        BRAID_RETURN_IF_ERROR(SaveCheckpoint(flags.checkpoint_dir, epoch + 1, *t.model));
-      }
-    }
-  }
+  for (int epoch = start_epoch; epoch < flags.epochs; ++epoch) BRAID_RETURN_IF_ERROR(TrainEpoch(t, epoch, step_log));
   // A fingerprint of the trained model: equal runs (an interrupted and resumed
   // one included) print the same.
   BRAID_RETURN_IF_ERROR(t.SyncHostModel());
