@@ -95,7 +95,6 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
                                                    std::vector<at::Tensor> keep_alive,
                                                    std::function<void()> on_success, const Post& post) {
   Pending pending;
-  bool inline_finish = false;
   {
     std::lock_guard<std::mutex> lock(completion_->mu);
     group();  // throws once shut down
@@ -117,7 +116,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
     // braid ran it inline (a small blocking collective on an idle group) and
     // nothing earlier is unfinished: finish it here, without waking the
     // thread (two thread switches were most of an 8-byte all-reduce's time).
-    inline_finish = completion_->Idle();
+    bool inline_finish = completion_->Idle();
     for (braid_work* work : pending.works) {
       int done = 0;
       inline_finish = inline_finish && braid_work_test(work, &done) == BRAID_OK && done != 0;
@@ -128,23 +127,24 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
       // A failure too: the thread reports it in order. braid's finishing
       // thread wakes the waiter; the caller returns without waking anyone.
       completion_->Watch(pending);
-      completion_->queue.push_back(pending);
-      pending.arrival->Arrive();  // registered: the last of braid's callbacks (or this) rings
+      std::shared_ptr<Arrival> arrival = pending.arrival;
+      c10::intrusive_ptr<BraidWork> handle = pending.handle;
+      completion_->queue.push_back(std::move(pending));
+      arrival->Arrive();  // registered: the last of braid's callbacks (or this) rings
+      return handle;
     }
   }
-  if (inline_finish) {
-    // Its callbacks run here, after `busy` is released: one that issues and
-    // waits for another operation must not hold the waiter back.
-    std::exception_ptr error = Completion::Await(pending);
-    bool others_waiting = false;
-    {
-      std::lock_guard<std::mutex> lock(completion_->mu);
-      completion_->busy = false;
-      others_waiting = !completion_->queue.empty();
-    }
-    if (others_waiting) completion_->bell->Ring();  // issued by another thread meanwhile
-    Completion::Complete(pending, error);
+  // Finished inline. Its callbacks run here, after `busy` is released: one
+  // that issues and waits for another operation must not hold the waiter back.
+  std::exception_ptr error = Completion::Await(pending);
+  bool others_waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(completion_->mu);
+    completion_->busy = false;
+    others_waiting = !completion_->queue.empty();
   }
+  if (others_waiting) completion_->bell->Ring();  // issued by another thread meanwhile
+  Completion::Complete(pending, error);
   return pending.handle;
 }
 

@@ -29,7 +29,7 @@ bool PythonFinalizing() {
 BraidWork::BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq)
     : c10d::Work(rank, type, title),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())),
       seq_(seq) {}
 
 bool BraidWork::wait(std::chrono::milliseconds timeout) {
