@@ -527,6 +527,10 @@ def main():
     check(dist.get_backend() == "braid", f"backend {dist.get_backend()}")
     pg = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
     check(isinstance(pg, braid.torch.Backend), f"default group's CPU backend is {type(pg)}")
+    # braid records its own collectives: torch's FlightRecorder hook stays off its groups.
+    hooks = getattr(dist.distributed_c10d._world, "pg_flight_recorder_hooks", None)
+    if hooks is not None:
+        check(dist.distributed_c10d._get_default_group() not in hooks, "torch's FlightRecorder hook on braid's group")
     gloo = dist.new_group(backend="gloo")
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,

@@ -114,6 +114,13 @@ def _register():
     # Backend.register_backend refuses a second registration (a reload).
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, create_backend, extended_api=True, devices=["cpu", "cuda"])
+    # braid records its own collectives (its flight recorder, dumped to
+    # BRAID_FLIGHT_DIR on a failure), as gloo does: torch need not attach its
+    # FlightRecorder hook to braid's groups, which records every collective
+    # again and took 2-5 us of an 8-byte dist.all_reduce (bench/RESULTS.md).
+    recording = getattr(dist.distributed_c10d, "_FR_SELF_RECORDING_BACKENDS", None)
+    if isinstance(recording, set):
+        recording.add(BACKEND)
 
 
 _register()
