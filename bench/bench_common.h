@@ -190,6 +190,11 @@ struct JsonReport {
   int64_t wrong_total = 0;
   double avg_bus_bandwidth = 0;
 };
+// The sweep's arguments as the report records them, in order: minbytes,
+// maxbytes, stepfactor, stepbytes, iters, warmup_iters, check, datatype.
+std::vector<std::pair<std::string, std::string>> SweepArguments(const CommonOptions& o);
+// The "#  Rank" lines as the report keeps them: without the '#'.
+std::vector<std::string> ReportRankLines(const std::vector<std::string>& lines);
 // Writes `report` to `path` (replacing it). Blocks on the file system.
 absl::Status WriteJsonReport(const std::string& path, const JsonReport& report);
 

@@ -135,6 +135,27 @@ std::string JsonQuote(absl::string_view text) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> SweepArguments(const CommonOptions& o) {
+  return {
+      {"minbytes", absl::StrCat(o.min_bytes)},
+      {"maxbytes", absl::StrCat(o.max_bytes)},
+      {"stepfactor", o.step_bytes > 0 ? std::string("null") : absl::StrCat(o.step_factor)},
+      {"stepbytes", o.step_bytes > 0 ? absl::StrCat(o.step_bytes) : std::string("null")},
+      {"iters", absl::StrCat(o.iters)},
+      {"warmup_iters", absl::StrCat(o.warmup_iters)},
+      {"check", absl::StrCat(o.check)},
+      {"datatype", JsonQuote(NcclTypeName(o.dtype))},
+  };
+}
+
+std::vector<std::string> ReportRankLines(const std::vector<std::string>& lines) {
+  std::vector<std::string> kept;
+  for (const std::string& line : lines) {
+    kept.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
+  }
+  return kept;
+}
+
 absl::Status WriteJsonReport(const std::string& path, const JsonReport& r) {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"program\": ", JsonQuote(r.program), ",\n");

@@ -83,6 +83,8 @@ class Bench {
   absl::StatusOr<int64_t> CheckColumn(const Step& step, const Step& host, bool in_place, Algorithm algorithm);
   absl::Status RunSize(Algorithm algorithm, const Step& step, const Step& host, Row* row);
   absl::Status WriteTuning(const std::vector<Row>& rows);
+  // "ring,tree": the algorithms asked for, as the header and the report name them.
+  std::string AlgorithmList() const;
   // The table's header: the arguments, the collective, the ranks.
   std::string Header() const;
   // One algorithm's table section over every size; `done` counts the sizes run so far.

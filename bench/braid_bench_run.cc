@@ -24,13 +24,17 @@
 
 namespace braid::bench {
 
-std::string Bench::Header() const {
-  const CommonOptions& c = options_.common;
+std::string Bench::AlgorithmList() const {
   std::vector<std::string> names;
   for (Algorithm a : options_.algorithms) names.push_back(AlgorithmName(a));
+  return absl::StrJoin(names, ",");
+}
+
+std::string Bench::Header() const {
+  const CommonOptions& c = options_.common;
   std::string header = FormatArgumentsLine(c);
   absl::StrAppend(&header, "#\n# braid_bench: collective ", CollectiveName(options_.collective), ", datatype ",
-                  NcclTypeName(c.dtype), ", op ", redop(), ", root ", root(), ", algorithms ", absl::StrJoin(names, ","),
+                  NcclTypeName(c.dtype), ", op ", redop(), ", root ", root(), ", algorithms ", AlgorithmList(),
                   ", blocking ", options_.blocking ? 1 : 0, ", transport ", comm_.transport_name(), " (asked ",
                   options_.transport, "), buffers on ", ToString(device_), ", world size ", comm_.size(),
                   "\n#\n# Using devices\n");
@@ -74,8 +78,6 @@ absl::Status Bench::RunSection(Algorithm algorithm, const std::vector<size_t>& c
 absl::Status Bench::WriteJson() const {
   const CommonOptions& c = options_.common;
   const Collective collective = options_.collective;
-  std::vector<std::string> names;
-  for (Algorithm a : options_.algorithms) names.push_back(AlgorithmName(a));
   JsonReport report;
   report.program = kProgram;
   report.collective = CollectiveName(collective);
@@ -84,25 +86,16 @@ absl::Status Bench::WriteJson() const {
   report.machine = DescribeMachine();
   report.transport = comm_.transport_name();
   report.world_size = comm_.size();
-  for (const std::string& line : rank_lines_) {
-    report.rank_lines.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
-  }
-  report.arguments = {
-      {"collective", JsonQuote(CollectiveName(collective))},
-      {"minbytes", absl::StrCat(c.min_bytes)},
-      {"maxbytes", absl::StrCat(c.max_bytes)},
-      {"stepfactor", c.step_bytes > 0 ? std::string("null") : absl::StrCat(c.step_factor)},
-      {"stepbytes", c.step_bytes > 0 ? absl::StrCat(c.step_bytes) : std::string("null")},
-      {"iters", absl::StrCat(c.iters)},
-      {"warmup_iters", absl::StrCat(c.warmup_iters)},
-      {"check", absl::StrCat(c.check)},
-      {"datatype", JsonQuote(NcclTypeName(c.dtype))},
+  report.rank_lines = ReportRankLines(rank_lines_);
+  report.arguments = {{"collective", JsonQuote(CollectiveName(collective))}};
+  for (auto& argument : SweepArguments(c)) report.arguments.push_back(std::move(argument));
+  report.arguments.insert(report.arguments.end(), {
       {"op", JsonQuote(redop())},
       {"root", absl::StrCat(root())},
-      {"algo", JsonQuote(absl::StrJoin(names, ","))},
+      {"algo", JsonQuote(AlgorithmList())},
       {"blocking", options_.blocking ? "1" : "0"},
       {"transport_requested", JsonQuote(options_.transport)},
-  };
+  });
   report.rows = rows_;
   report.dtype = c.dtype;
   report.op = c.op;

@@ -134,7 +134,7 @@ std::vector<std::string> PrintHeader(const Context& ctx, const MachineInfo& mach
 }
 
 // "mpi btl <OMPI_MCA_btl>": what carried the bytes.
-std::string Transport() {
+std::string TransportName() {
   const char* btl = std::getenv("OMPI_MCA_btl");
   return btl != nullptr ? absl::StrCat("mpi btl ", btl) : "mpi btl default";
 }
@@ -200,22 +200,10 @@ absl::Status WriteReport(const Context& ctx, const MachineInfo& machine, const s
   report.machine = machine;
   report.transport = transport;
   report.world_size = ctx.size;
-  for (const std::string& line : rank_lines) {
-    report.rank_lines.push_back(std::string(absl::StripAsciiWhitespace(absl::StripPrefix(line, "#"))));
-  }
-  report.arguments = {
-      {"collective", JsonQuote("allreduce")},
-      {"library", JsonQuote(library_name)},
-      {"minbytes", absl::StrCat(options.min_bytes)},
-      {"maxbytes", absl::StrCat(options.max_bytes)},
-      {"stepfactor", options.step_bytes > 0 ? std::string("null") : absl::StrCat(options.step_factor)},
-      {"stepbytes", options.step_bytes > 0 ? absl::StrCat(options.step_bytes) : std::string("null")},
-      {"iters", absl::StrCat(options.iters)},
-      {"warmup_iters", absl::StrCat(options.warmup_iters)},
-      {"check", absl::StrCat(options.check)},
-      {"datatype", JsonQuote(NcclTypeName(options.dtype))},
-      {"op", JsonQuote(ReduceOpName(options.op))},
-  };
+  report.rank_lines = ReportRankLines(rank_lines);
+  report.arguments = {{"collective", JsonQuote("allreduce")}, {"library", JsonQuote(library_name)}};
+  for (auto& argument : SweepArguments(options)) report.arguments.push_back(std::move(argument));
+  report.arguments.push_back({"op", JsonQuote(ReduceOpName(options.op))});
   report.rows = rows;
   report.dtype = options.dtype;
   report.op = options.op;
@@ -279,7 +267,7 @@ int Main(int argc, char** argv) {
   const Buffers buffers{allocate(true), allocate(true), allocate(options.check != 0)};
 
   const MachineInfo machine = DescribeMachine();
-  const std::string transport = Transport();
+  const std::string transport = TransportName();
   const std::string library_name = LibraryName();
   const std::vector<std::string> rank_lines = PrintHeader(ctx, machine, transport, library_name);
 
