@@ -61,15 +61,19 @@ c10::intrusive_ptr<c10::ivalue::Future> BraidWork::getFuture() {
   return future_;
 }
 
+void BraidWork::SettleFuture(std::exception_ptr error) {
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
 bool BraidWork::CompleteUnwatched(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (future_watched_) return false;
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
+    SettleFuture(error);
   }
   finish(error);
   return true;
@@ -77,11 +81,7 @@ bool BraidWork::CompleteUnwatched(std::exception_ptr error) {
 
 void BraidWork::Complete(std::exception_ptr error) {
   try {
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
+    SettleFuture(error);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] braid %s: a callback of the Work's Future threw: %s\n", rank_,
                  c10d::opTypeToString(opType_).c_str(), MessageOf(e).c_str());

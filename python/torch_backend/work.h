@@ -61,6 +61,9 @@ class BraidWork : public c10d::Work {
   std::exception_ptr error();
 
  private:
+  // The Future's value (the outputs) or error; runs its callbacks.
+  void SettleFuture(std::exception_ptr error);
+
   const std::vector<at::Tensor> outputs_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
   const uint64_t seq_;
