@@ -162,9 +162,8 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(request.kind), " on group '", name_,
                                                       "': this rank is not a member of it"));
   }
-  BRAID_ASSIGN_OR_RETURN(
-      const Algorithm algorithm,
-      AlgorithmFor(request.kind, request.count, request.dtype, HugePages(request.in, request.out), call));
+  const bool huge_pages = HugePages(request.in, request.out);
+  const Algorithm requested = Resolve(call.algorithm);
   Task task;
   if (device_ && request.kind != CollectiveKind::kSplit) {
     // Now, in the caller's order: the collective follows what its stream has queued.
@@ -176,6 +175,14 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", rank_, ": communicator aborted by an earlier error: ", failure_.message()));
     }
+    LastSelection& last = last_selection_;
+    if (last.chosen == Algorithm::kAuto || last.kind != request.kind || last.count != request.count ||
+        last.dtype != request.dtype || last.requested != requested || last.huge_pages != huge_pages) {
+      BRAID_ASSIGN_OR_RETURN(const Algorithm chosen,
+                             AlgorithmFor(request.kind, request.count, request.dtype, huge_pages, call));
+      last = {request.kind, request.count, request.dtype, requested, huge_pages, chosen};
+    }
+    const Algorithm algorithm = last.chosen;
     CollectiveArgs& args = task.args;
     args.kind = request.kind;
     // Point to point is not collective: the other ranks do not count it.
@@ -186,7 +193,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     args.count = request.count;
     args.deadline = CoarseNow() + call.timeout.value_or(timeout_);
     args.segment_bytes = options_.segment_bytes;
-    task.work = Work::Make(args.seq);
+    task.work = Work::Reuse(spare_work_, args.seq);
     task.algorithm = algorithm;
     task.peer = request.kind == CollectiveKind::kSendRecv ? request.root : -1;
     task.bytes = request.bytes;

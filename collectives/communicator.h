@@ -325,6 +325,18 @@ class Communicator {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool transport_aborted_ ABSL_GUARDED_BY(mu_) = false;  // the peers have been told
   StragglerReport straggler_report_ ABSL_GUARDED_BY(mu_);
+  // The selector's last answer: a training loop asks the same question every
+  // step, and a small collective's call costs little more than the question.
+  struct LastSelection {
+    CollectiveKind kind = CollectiveKind::kNone;
+    size_t count = 0;
+    DType dtype = DType::kU8;
+    Algorithm requested = Algorithm::kAuto;
+    bool huge_pages = false;
+    Algorithm chosen = Algorithm::kAuto;
+  };
+  LastSelection last_selection_ ABSL_GUARDED_BY(mu_);
+  WorkHandle spare_work_ ABSL_GUARDED_BY(mu_);  // Work::Reuse's
   // Signalled when the progress thread may have work: a task queued, busy_
   // cleared, or stopping_ set. (A condition variable, not an Await: every
   // unlock of mu_ would evaluate the waiter's condition.)

@@ -38,12 +38,13 @@ absl::StatusOr<WorkHandle> Communicator::AllReduce(const Tensor& input, const Te
                                                    CallOptions call) {
   BRAID_RETURN_IF_ERROR(CheckTensor(input, "input"));
   BRAID_RETURN_IF_ERROR(CheckTensor(output, "output"));
-  if (input.dtype() != output.dtype() || input.numel() != output.numel()) {
+  const int64_t numel = input.numel();
+  if (input.dtype() != output.dtype() || numel != output.numel()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": allreduce input ", input.DebugString(),
                                                    " and output ", output.DebugString(), " differ"));
   }
-  return Enqueue({CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(input.numel()),
-                  input.nbytes(), true, &input, &output},
+  return Enqueue({CollectiveKind::kAllReduce, input.dtype(), op, -1, static_cast<size_t>(numel),
+                  static_cast<size_t>(numel) * DTypeSize(input.dtype()), true, &input, &output},
                  call);
 }
 

@@ -174,14 +174,16 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char
   e.started = running ? e.queued : absl::Time();
   e.ended = absl::Time();
   e.error.clear();
-  next_ = (next_ + 1) % ring_.size();
+  if (++next_ == ring_.size()) next_ = 0;
   filled_ = std::min(filled_ + 1, ring_.size());
 }
 
 FlightRecorder::Entry* FlightRecorder::Find(uint64_t seq) {
   // Newest first: the one asked for is almost always the latest or next to it.
+  size_t at = next_;
   for (size_t i = 1; i <= filled_; ++i) {
-    Entry& e = ring_[(next_ + ring_.size() - i) % ring_.size()];
+    at = at == 0 ? ring_.size() - 1 : at - 1;
+    Entry& e = ring_[at];
     if (e.seq == seq && (e.state == State::kQueued || e.state == State::kRunning)) return &e;
   }
   return nullptr;

@@ -64,6 +64,24 @@ std::shared_ptr<Work> Work::Make(uint64_t seq) {
   return std::make_shared<Constructible>(seq);
 }
 
+// No lock: no other thread can reach a Work whose only owner is `spare`.
+std::shared_ptr<Work> Work::Reuse(std::shared_ptr<Work>& spare, uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (spare == nullptr || spare.use_count() != 1) {
+    spare = Make(seq);
+    return spare;
+  }
+  // The last other owner let go (its count's release): see all it wrote.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  Work& work = *spare;
+  work.seq_ = seq;
+  work.source_rank_ = -1;
+  work.status_ = absl::OkStatus();
+  work.device_done_.reset();
+  work.on_finish_.clear();
+  work.done_.store(false, std::memory_order_relaxed);
+  return spare;
+}
+
 absl::Status Work::Wait(Deadline deadline) {
   if (done_.load(std::memory_order_acquire)) return status_;
   MutexLock lock(&mu_);

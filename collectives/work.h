@@ -54,6 +54,10 @@ class Work {
   // One allocation for the Work and its shared count (make_shared needs a
   // public constructor).
   static std::shared_ptr<Work> Make(uint64_t seq);
+  // A Work for `seq`: `spare` itself, reset, when nothing else holds it any
+  // more (its collective finished and its owner let go), else a new one that
+  // becomes the spare. Saves a small collective its allocation.
+  static std::shared_ptr<Work> Reuse(std::shared_ptr<Work>& spare, uint64_t seq);
   void Finish(absl::Status status);
   // Finish for a Work no other thread can see yet (a collective run on the
   // caller's thread, before its handle is returned): no waiter to wake.
@@ -61,7 +65,7 @@ class Work {
   // The collective is queued on the device; `done` completes after it.
   void Queued(std::shared_ptr<Event> done);
 
-  const uint64_t seq_;
+  uint64_t seq_;  // set again only by Reuse, when no other thread holds the Work
   int source_rank_ = -1;  // written before Finish publishes done_
   absl::Mutex mu_;
   // Set once, after status_ (release): a finished Work is read without mu_.

@@ -19,20 +19,6 @@ const char* DTypeName(DType dtype) {
   return "invalid";
 }
 
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF64:
-    case DType::kI64: return 8;
-    case DType::kF32:
-    case DType::kI32: return 4;
-    case DType::kF16:
-    case DType::kBF16: return 2;
-    case DType::kI8:
-    case DType::kU8: return 1;
-  }
-  return 0;
-}
-
 bool IsFloatingPoint(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 || dtype == DType::kBF16;
 }

@@ -32,7 +32,20 @@ inline constexpr DType kAllDTypes[kNumDTypes] = {DType::kF32, DType::kF64, DType
 
 // "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64".
 const char* DTypeName(DType dtype);
-size_t DTypeSize(DType dtype);
+// Inline: every collective asks it several times per call.
+constexpr size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kI8:
+    case DType::kU8: return 1;
+  }
+  return 0;
+}
 bool IsFloatingPoint(DType dtype);
 // Accepts the names above and the short ones nccl-tests uses: float, double,
 // half, bfloat16, int8, uint8, int32, int64 (and f32, f16, bf16, ...).

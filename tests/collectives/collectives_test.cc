@@ -169,6 +169,35 @@ TEST_CASE("Collectives: ranks that disagree on the count all get a clear error",
   }
 }
 
+// Communicators reuse a finished Work once its caller let go of it: a
+// handle still held must keep its own collective's seq and status.
+TEST_CASE("Collectives: a held Work keeps its collective while later ones reuse released ones", "[collectives]") {
+  auto statuses = RunRanks(2, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+    HarnessBootstrap bootstrap(context);
+    const NamedTransport shm = AllTransports()[1];
+    BRAID_ASSIGN_OR_RETURN(auto transport, shm.create(bootstrap, context.deadline()));
+    BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), shm.communicator));
+    BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({2}, DType::kF32));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle first, comm->AllReduce(t, ReduceOp::kSum));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle second, comm->AllReduce(t, ReduceOp::kSum));
+    if (first == second || first->seq() != 1 || second->seq() != 2 || !first->Test() || !first->status().ok()) {
+      return absl::InternalError(absl::StrCat("held handles: ", first->seq(), ", ", second->seq()));
+    }
+    const Work* released = first.get();
+    first.reset();
+    BRAID_ASSIGN_OR_RETURN(WorkHandle third, comm->AllReduce(t, ReduceOp::kSum));
+    if (third->seq() != 3 || second->seq() != 2 || third.get() != released || !third->Wait().ok()) {
+      return absl::InternalError(absl::StrCat("after release: ", second->seq(), ", ", third->seq(),
+                                              third.get() == released ? " (reused)" : " (new)"));
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << statuses[r]);
+    CHECK(statuses[r].ok());
+  }
+}
+
 TEST_CASE("Collectives: a rank killed mid-collective fails the others within seconds, naming it", "[collectives]") {
   for (const NamedTransport& transport_kind : AllTransports()) {
     for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kDirect}) {
