@@ -19,7 +19,8 @@ absl::Time CoarseNow() {
   timespec now;
   // The coarse clock reads what the kernel stamped at its last tick.
   if (clock_gettime(CLOCK_REALTIME_COARSE, &now) != 0) return absl::Now();
-  return absl::TimeFromTimespec(now);
+  // Nanoseconds since the epoch fit an int64 until 2262; cheaper than TimeFromTimespec.
+  return absl::FromUnixNanos(int64_t{now.tv_sec} * 1000000000 + now.tv_nsec);
 }
 
 int PollTimeoutMs(Deadline deadline) {

@@ -5,9 +5,8 @@
 
 namespace braid {
 
-absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements, const char* what) {
+absl::Status BytesMismatch(const CollectiveArgs& args, size_t got, size_t elements, const char* what) {
   const size_t expected = elements * DTypeSize(args.dtype);
-  if (got == expected) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what, " has ", got,
                                                  " bytes, expected ", expected, " (", elements, " x ",
                                                  DTypeName(args.dtype), ")"));

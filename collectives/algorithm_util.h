@@ -27,8 +27,15 @@ Span Slice(Span span, const Range& range, size_t element_size) {
   return span.subspan(range.begin * element_size, range.length * element_size);
 }
 
+// The error CheckBytes returns when the sizes differ.
+absl::Status BytesMismatch(const CollectiveArgs& args, size_t got, size_t elements, const char* what);
+
 // kInvalidArgument unless `got` bytes are `elements` elements of args.dtype.
-absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements, const char* what);
+// Inline: every collective checks its buffers.
+inline absl::Status CheckBytes(const CollectiveArgs& args, size_t got, size_t elements, const char* what) {
+  if (got == elements * DTypeSize(args.dtype)) return absl::OkStatus();
+  return BytesMismatch(args, got, elements, what);
+}
 
 // The checks every collective of shape `shape` starts with (the algorithm's
 // own: args.kind may be another, e.g. the agreement check's all-gather): its

@@ -191,9 +191,10 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     args.op = request.op;
     args.root = request.kind == CollectiveKind::kSendRecv ? -1 : request.root;
     args.count = request.count;
-    args.deadline = CoarseNow() + call.timeout.value_or(timeout_);
+    const absl::Time now = CoarseNow();
+    args.deadline = now + call.timeout.value_or(timeout_);
     args.segment_bytes = options_.segment_bytes;
-    task.work = Work::Reuse(spare_work_, args.seq);
+    task.work = Work::Reuse(absl::MakeSpan(spare_works_), args.seq);
     task.algorithm = algorithm;
     task.peer = request.kind == CollectiveKind::kSendRecv ? request.root : -1;
     task.bytes = request.bytes;
@@ -203,7 +204,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.inline_run = request.may_inline && !call.async &&
                       (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ && queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
-    flight_.Queued(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run);
+    flight_.Queued(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run, now);
     if (!task.inline_run) {
       if (request.in != nullptr) task.in = *request.in;
       if (request.out != nullptr) task.out = *request.out;
@@ -217,7 +218,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
   static const Tensor kNone;
   RunTask(task, request.in != nullptr ? *request.in : kNone, request.out != nullptr ? *request.out : kNone);
   ReleaseTransport();
-  return task.work;
+  return std::move(task.work);
 }
 
 absl::Status Communicator::Agree(const Task& task) {

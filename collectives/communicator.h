@@ -336,7 +336,7 @@ class Communicator {
     Algorithm chosen = Algorithm::kAuto;
   };
   LastSelection last_selection_ ABSL_GUARDED_BY(mu_);
-  WorkHandle spare_work_ ABSL_GUARDED_BY(mu_);  // Work::Reuse's
+  WorkHandle spare_works_[4] ABSL_GUARDED_BY(mu_);  // Work::Reuse's
   // Signalled when the progress thread may have work: a task queued, busy_
   // cleared, or stopping_ set. (A condition variable, not an Await: every
   // unlock of mu_ would evaluate the waiter's condition.)

@@ -157,7 +157,8 @@ FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t
 
 FlightRecorder::~FlightRecorder() { SignalDumper::Get().Remove(this); }
 
-void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running) {
+void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running,
+                            absl::Time now) {
   LightMutexLock lock(&mu_);
   Entry& e = ring_[next_];
   e.seq = args.seq;
@@ -168,7 +169,7 @@ void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char
   e.count = args.count;
   e.bytes = bytes;
   e.algorithm = algorithm;
-  e.queued = CoarseNow();
+  e.queued = now;
   // Every field is set: a recycled entry keeps nothing of the old one.
   e.state = running ? State::kRunning : State::kQueued;
   e.started = running ? e.queued : absl::Time();

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/deadline.h"
 #include "base/mutex.h"
 #include "collectives/transport/frame.h"
 #include "tensor/dtype.h"
@@ -62,8 +63,10 @@ class FlightRecorder {
 
   // A collective was issued. Point-to-point calls (seq 0) are recorded too.
   // `algorithm` (a literal) is what runs. `running`: the collective starts
-  // at once (Running is not called for it).
-  void Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running = false);
+  // at once (Running is not called for it). `now`: the caller's CoarseNow(),
+  // when it has one.
+  void Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running = false,
+              absl::Time now = CoarseNow());
   void Running(uint64_t seq);
   void Finished(uint64_t seq, const absl::Status& status);
 

@@ -1,5 +1,6 @@
 #include "collectives/work.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -65,11 +66,18 @@ std::shared_ptr<Work> Work::Make(uint64_t seq) {
 }
 
 // No lock: no other thread can reach a Work whose only owner is `spare`.
-std::shared_ptr<Work> Work::Reuse(std::shared_ptr<Work>& spare, uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (spare == nullptr || spare.use_count() != 1) {
-    spare = Make(seq);
-    return spare;
+std::shared_ptr<Work> Work::Reuse(absl::Span<std::shared_ptr<Work>> spares, uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto free = std::find_if(spares.begin(), spares.end(),
+                           [](const std::shared_ptr<Work>& w) { return w != nullptr && w.use_count() == 1; });
+  if (free == spares.end()) {
+    // The oldest spare (the lowest seq) makes room.
+    auto oldest = std::min_element(spares.begin(), spares.end(), [](const auto& a, const auto& b) {
+      return b != nullptr && (a == nullptr || a->seq_ < b->seq_);
+    });
+    *oldest = Make(seq);
+    return *oldest;
   }
+  std::shared_ptr<Work>& spare = *free;
   // The last other owner let go (its count's release): see all it wrote.
   std::atomic_thread_fence(std::memory_order_acquire);
   Work& work = *spare;

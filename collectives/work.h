@@ -15,6 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "base/deadline.h"
 #include "tensor/stream.h"
 
@@ -54,10 +55,11 @@ class Work {
   // One allocation for the Work and its shared count (make_shared needs a
   // public constructor).
   static std::shared_ptr<Work> Make(uint64_t seq);
-  // A Work for `seq`: `spare` itself, reset, when nothing else holds it any
+  // A Work for `seq`: one of `spares`, reset, that nothing else holds any
   // more (its collective finished and its owner let go), else a new one that
-  // becomes the spare. Saves a small collective its allocation.
-  static std::shared_ptr<Work> Reuse(std::shared_ptr<Work>& spare, uint64_t seq);
+  // takes the place of the oldest spare. Saves a small collective its
+  // allocation; a caller holds on to its last handle or two while issuing.
+  static std::shared_ptr<Work> Reuse(absl::Span<std::shared_ptr<Work>> spares, uint64_t seq);
   void Finish(absl::Status status);
   // Finish for a Work no other thread can see yet (a collective run on the
   // caller's thread, before its handle is returned): no waiter to wake.

@@ -84,11 +84,12 @@ const char* HostKernelIsa() { return Kernels().isa; }
 
 void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<const std::byte> a,
                 absl::Span<const std::byte> b) {
-  const size_t item = DTypeSize(dtype);
-  BRAID_CHECK(dst.size() == a.size() && dst.size() == b.size() && dst.size() % item == 0)
+  // Element sizes are powers of two: a shift, not a division, per call.
+  const int shift = __builtin_ctzll(DTypeSize(dtype));
+  BRAID_CHECK(dst.size() == a.size() && dst.size() == b.size() && (dst.size() & ((size_t{1} << shift) - 1)) == 0)
       << "HostReduce on " << dst.size() << ", " << a.size() << ", " << b.size() << " bytes of " << DTypeName(dtype);
   if (dst.empty()) return;
-  Kernels().reduce(dtype, op, dst.data(), a.data(), b.data(), dst.size() / item);
+  Kernels().reduce(dtype, op, dst.data(), a.data(), b.data(), dst.size() >> shift);
 }
 
 void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -185,36 +186,52 @@ class PlanRun {
     return base + r.begin * es_;
   }
 
-  absl::StatusOr<absl::Span<std::byte>> SpanOf(const Region& r, size_t slot) const {
-    absl::Span<std::byte> base;
+  // Inline, its errors out of line: every op of a small collective asks it.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<absl::Span<std::byte>> SpanOf(const Region& r, size_t slot) const {
+    std::byte* base;
+    size_t bytes;
     switch (r.buffer) {
-      case Buffer::kInput: base = absl::MakeSpan(const_cast<std::byte*>(input_.data()), input_.size()); break;
-      case Buffer::kOutput: base = output_; break;
-      case Buffer::kScratch: {
-        const size_t slot_bytes = plan_.scratch_elements * es_;
-        base = scratch_.subspan(slot * slot_bytes, slot_bytes);
+      case Buffer::kInput:
+        base = const_cast<std::byte*>(input_.data());
+        bytes = input_.size();
         break;
-      }
+      case Buffer::kOutput:
+        base = output_.data();
+        bytes = output_.size();
+        break;
+      case Buffer::kScratch:
+        bytes = plan_.scratch_elements * es_;
+        base = scratch_.data() + slot * bytes;
+        break;
       case Buffer::kWindow:
-      case Buffer::kSyncPayload: {
-        if (r.rank < 0 || static_cast<size_t>(r.rank) >= peers_ || (r.buffer == Buffer::kWindow && half_ == nullptr)) {
-          return absl::InternalError(absl::StrCat("program names rank ", r.rank, "'s window outside a round"));
-        }
-        if (r.buffer == Buffer::kWindow) {
-          base = absl::MakeSpan((*half_)[static_cast<size_t>(r.rank)], windows_->half_bytes());
-        } else {
-          base = absl::MakeSpan(const_cast<std::byte*>(windows_->SyncPayload(r.rank)), SharedWindows::kSyncPayloadBytes);
-        }
+        if (half_ == nullptr || r.rank < 0 || static_cast<size_t>(r.rank) >= peers_) return RegionError(r);
+        base = (*half_)[static_cast<size_t>(r.rank)];
+        bytes = windows_->half_bytes();
         break;
+      case Buffer::kSyncPayload:
+        if (r.rank < 0 || static_cast<size_t>(r.rank) >= peers_) return RegionError(r);
+        base = const_cast<std::byte*>(windows_->SyncPayload(r.rank));
+        bytes = SharedWindows::kSyncPayloadBytes;
+        break;
+      default: return RegionError(r);
+    }
+    if ((r.begin + r.count) * es_ > bytes) return RegionError(r, bytes);
+    return absl::MakeSpan(base + r.begin * es_, r.count * es_);
+  }
+
+  // Why `r` is no region of this run (a plan builder's bug); `bytes`: the
+  // size of the buffer it overruns.
+  ABSL_ATTRIBUTE_NOINLINE absl::Status RegionError(const Region& r, size_t bytes = 0) const {
+    if (r.buffer == Buffer::kPeerInput || r.buffer == Buffer::kPeerOutput) {
+      return absl::InternalError("a peer's buffer is reached with ReadPeer and WritePeer only");
+    }
+    if (r.buffer == Buffer::kWindow || r.buffer == Buffer::kSyncPayload) {
+      if (r.rank < 0 || static_cast<size_t>(r.rank) >= peers_ || (r.buffer == Buffer::kWindow && half_ == nullptr)) {
+        return absl::InternalError(absl::StrCat("program names rank ", r.rank, "'s window outside a round"));
       }
-      case Buffer::kPeerInput:
-      case Buffer::kPeerOutput: return absl::InternalError("a peer's buffer is reached with ReadPeer and WritePeer only");
     }
-    if ((r.begin + r.count) * es_ > base.size()) {
-      return absl::InternalError(absl::StrCat("program region [", r.begin, ", ", r.begin + r.count,
-                                              ") outside a buffer of ", base.size() / es_, " elements"));
-    }
-    return base.subspan(r.begin * es_, r.count * es_);
+    return absl::InternalError(absl::StrCat("program region [", r.begin, ", ", r.begin + r.count,
+                                            ") outside a buffer of ", bytes / es_, " elements"));
   }
 
   const Plan& plan_;
