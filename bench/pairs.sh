@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# braid against its anchors in interleaved pairs (issue 29): in each pair
+# braid runs, then its anchor, back to back, so the VM's drift (2-3x between
+# hours) hits both alike; PAIRS pairs; every ratio is taken inside a pair and
+# reported as the median and range over the pairs. The memory bound
+# (bench/memory_bound.cc) is measured in every pair too.
+#
+# Cells, at each world size in WORLD_SIZES (above 2 the ranks share 2 cores):
+#   - 8-byte all-reduce latency: braid over shm (auto) against MPI_Allreduce (vader);
+#   - all-reduce busbw, 64 KiB .. MAXBYTES by x4, in and out of place: braid
+#     over shm against MPI_Allreduce (vader); against the memory bound at
+#     64 MiB and up;
+#   - at 2 ranks over tcp (loopback): 8 B and 64 MiB against Open MPI's tcp btl.
+#
+#   bench/pairs.sh                          # 5 pairs, 2 and 4 ranks (about 25 minutes)
+#   PAIRS=3 WORLD_SIZES=2 MAXBYTES=64M bench/pairs.sh
+#
+# Knobs: PAIRS (5), WORLD_SIZES ("2 4"), MAXBYTES (256M), ITERS (20),
+# LAT_ITERS (20000), TCP (1), BIN_DIR (binaries built elsewhere), OUT
+# (bench/out/pairs), UPDATE_RESULTS (1: the table replaces bench/RESULTS.md's
+# part between "<!-- pairs:begin -->" and "<!-- pairs:end -->").
+# The table goes to stdout and $OUT/summary.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAIRS=${PAIRS:-5}
+WORLD_SIZES=${WORLD_SIZES:-"2 4"}
+MAXBYTES=${MAXBYTES:-256M}
+ITERS=${ITERS:-20}
+LAT_ITERS=${LAT_ITERS:-20000}
+TCP=${TCP:-1}
+OUT=${OUT:-bench/out/pairs}
+export BRAID_TIMEOUT_SEC=${BRAID_TIMEOUT_SEC:-300}
+if [[ $EUID -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+log() { echo "[pairs] $*" >&2; }
+
+if [[ -n "${BIN_DIR:-}" ]]; then
+  BIN=$BIN_DIR
+else
+  log "building //bench:braid_bench //bench:mpi_allreduce_bench //bench:memory_bound //launcher:braidrun"
+  bazel build //bench:braid_bench //bench:mpi_allreduce_bench //bench:memory_bound //launcher:braidrun >&2
+  BIN=$OUT/bin
+  mkdir -p "$BIN"
+  cp -f bazel-out/k8-opt/bin/bench/{braid_bench,mpi_allreduce_bench,memory_bound} bazel-out/k8-opt/bin/launcher/braidrun "$BIN/"
+fi
+rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.txt
+mkdir -p "$OUT"
+LAT=(-b 8 -e 8 -n "$LAT_ITERS" -w 500 -c 0 -d float -o sum)
+SWEEP=(-b 64K -e "$MAXBYTES" -f 4 -n "$ITERS" -w 3 -c 0 -d float -o sum)
+TCP_SIZES=(-b 64M -e 64M -n "$ITERS" -w 3 -c 0 -d float -o sum)
+
+braid() {  # name n transport args...
+  local name=$1 n=$2 transport=$3
+  shift 3
+  "$BIN/braidrun" --standalone --nproc-per-node="$n" --local-ranks-filter=0 "$BIN/braid_bench" -t "$transport" \
+    -a auto "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.log" || log "$name FAILED (see $OUT/$name.log)"
+}
+mpi() {  # name n btl args...
+  local name=$1 n=$2 btl=$3
+  shift 3
+  mpirun --oversubscribe -np "$n" --mca btl "$btl" "$BIN/mpi_allreduce_bench" "$@" \
+    --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.log" || log "$name FAILED (see $OUT/$name.log)"
+}
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date -u +%Y-%m-%dT%H:%MZ)
+bound_sizes=$((64 << 20)),$((256 << 20))
+for p in $(seq "$PAIRS"); do
+  for n in $WORLD_SIZES; do
+    log "pair $p, $n ranks"
+    braid "braid_lat_n${n}_p$p" "$n" shm "${LAT[@]}"
+    mpi "mpi_lat_n${n}_p$p" "$n" vader,self "${LAT[@]}"
+    braid "braid_sweep_n${n}_p$p" "$n" shm "${SWEEP[@]}"
+    mpi "mpi_sweep_n${n}_p$p" "$n" vader,self "${SWEEP[@]}"
+    "$BIN/memory_bound" --threads="$n" --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
+    if [[ $TCP == 1 && $n == 2 ]]; then
+      braid "braid_tcplat_n${n}_p$p" "$n" tcp "${LAT[@]}"
+      mpi "mpi_tcplat_n${n}_p$p" "$n" tcp,self "${LAT[@]}"
+      braid "braid_tcp_n${n}_p$p" "$n" tcp "${TCP_SIZES[@]}"
+      mpi "mpi_tcp_n${n}_p$p" "$n" tcp,self "${TCP_SIZES[@]}"
+    fi
+  done
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 bench/pairs_table.py "$OUT" "$PAIRS" "$WORLD_SIZES" "$started" "$load_start" "$load_end" \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" | tee "$OUT/summary.md"
+
+if [[ ${UPDATE_RESULTS:-1} == 1 ]]; then
+  python3 - "$OUT/summary.md" bench/RESULTS.md <<'PYTHON'
+import sys
+summary, results = sys.argv[1], sys.argv[2]
+text = open(results).read()
+begin, end = "<!-- pairs:begin -->", "<!-- pairs:end -->"
+if begin not in text or end not in text:
+    sys.exit(f"{results} has no {begin} ... {end} markers")
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(results, "w").write(head + begin + "\n" + open(summary).read() + end + tail)
+PYTHON
+  log "bench/RESULTS.md updated"
+fi
