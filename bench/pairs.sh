@@ -8,8 +8,8 @@
 # Cells, at each world size in WORLD_SIZES (above 2 the ranks share 2 cores):
 #   - 8-byte all-reduce latency: braid over shm (auto) against MPI_Allreduce (vader);
 #   - all-reduce busbw, 64 KiB .. MAXBYTES by x4, in and out of place: braid
-#     over shm against MPI_Allreduce (vader); against the memory bound at
-#     64 MiB and up;
+#     over shm against MPI_Allreduce (vader); at 2 ranks, against the memory
+#     bound at 64 MiB and up;
 #   - at 2 ranks over tcp (loopback): 8 B and 64 MiB against Open MPI's tcp btl.
 #
 #   bench/pairs.sh                          # 5 pairs, 2 and 4 ranks (about 25 minutes)
@@ -71,7 +71,7 @@ for p in $(seq "$PAIRS"); do
     mpi "mpi_lat_n${n}_p$p" "$n" vader,self "${LAT[@]}"
     braid "braid_sweep_n${n}_p$p" "$n" shm "${SWEEP[@]}"
     mpi "mpi_sweep_n${n}_p$p" "$n" vader,self "${SWEEP[@]}"
-    "$BIN/memory_bound" --threads="$n" --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
+    [[ $n == 2 ]] && "$BIN/memory_bound" --threads=2 --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
     if [[ $TCP == 1 && $n == 2 ]]; then
       braid "braid_tcplat_n${n}_p$p" "$n" tcp "${LAT[@]}"
       mpi "mpi_tcplat_n${n}_p$p" "$n" tcp,self "${LAT[@]}"
