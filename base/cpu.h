@@ -9,6 +9,13 @@ namespace braid {
 // Cores this process may run on (its affinity mask), at least 1.
 int UsableCpus();
 
+// For a thread that works for others (a progress or completion thread): when
+// woken, it waits for a core rather than preempt the thread running there,
+// which is often the one that woke it and is about to return (SCHED_BATCH;
+// its share of the CPU is unchanged; bench/RESULTS.md has what it saves an
+// asynchronous call). Best effort: a refusal leaves the policy as it was.
+void RunAsBackgroundThread();
+
 // One polling iteration's pause: tells the core we spin (no syscall).
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

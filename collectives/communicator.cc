@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/bytes.h"
+#include "base/cpu.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/mutex.h"
@@ -370,6 +371,7 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
 }
 
 void Communicator::ProgressLoop() {
+  RunAsBackgroundThread();  // an issue returns before the collective takes the caller's core
   while (true) {
     Task task;
     {

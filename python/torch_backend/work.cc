@@ -1,6 +1,8 @@
 #include "python/torch_backend/work.h"
 
 #include <Python.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <stdexcept>
@@ -168,6 +170,18 @@ void Completion::Complete(Pending& next, std::exception_ptr error) {
   if (!PythonFinalizing()) next.handle->Complete(WithCovered(error, next.covers));
 }
 
+namespace {
+
+// The waiter and the callback threads work for the caller: woken, each
+// waits for a core rather than preempt the caller that is about to return
+// (SCHED_BATCH, as braid's own progress thread; best effort).
+void RunAsBackgroundThread() {
+  sched_param param{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+}
+
+}  // namespace
+
 void Completion::Post(std::function<void()> completion) {
   ready.push_back(std::move(completion));
   if (idle_callback_threads == 0 && callback_threads.size() < kMaxCallbackThreads) {
@@ -177,6 +191,7 @@ void Completion::Post(std::function<void()> completion) {
 }
 
 void Completion::CallbackLoop() {
+  RunAsBackgroundThread();
   on_completion_thread = true;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
@@ -198,6 +213,7 @@ void Completion::CallbackLoop() {
 }
 
 void Completion::Run() {
+  RunAsBackgroundThread();
   on_completion_thread = true;
   // Waits in slices: the loop looks again after each (a ring it could miss
   // is none: every change it waits for rings after it is made).
