@@ -78,7 +78,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::endCoalescing() {
     for (const at::Tensor& t : work->result()) outputs.push_back(t);
   }
   auto handle = c10::make_intrusive<BraidWork>(rank_, c10d::OpType::COALESCED, "braid:coalesced",
-                                               std::move(outputs), seq_.load());
+                                               std::move(outputs), seq_.load(), completion_);
   {
     std::lock_guard<std::mutex> lock(completion_->mu);
     Pending pending;
@@ -98,7 +98,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Issue(c10d::OpType type, const char
   {
     std::lock_guard<std::mutex> lock(completion_->mu);
     group();  // throws once shut down
-    pending.handle = c10::make_intrusive<BraidWork>(rank_, type, title, std::move(outputs), ++seq_);
+    pending.handle = c10::make_intrusive<BraidWork>(rank_, type, title, std::move(outputs), ++seq_, completion_);
     pending.on_success = std::move(on_success);
     pending.keep_alive = std::move(keep_alive);
     try {

@@ -28,13 +28,19 @@ bool PythonFinalizing() {
 
 }  // namespace
 
-BraidWork::BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq)
+BraidWork::BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq,
+                     std::weak_ptr<Completion> completion)
     : c10d::Work(rank, type, title),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())),
+      completion_(std::move(completion)),
       seq_(seq) {}
 
 bool BraidWork::wait(std::chrono::milliseconds timeout) {
+  // Not with a timeout: waiting for braid is bounded only by braid's deadline.
+  if (timeout.count() <= 0 && !isCompleted()) {
+    if (std::shared_ptr<Completion> completion = completion_.lock()) completion->FinishOwn(this);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout.count() <= 0) {  // c10d's kNoTimeout (0) or kUnsetTimeout (-1)
     cv_.wait(lock, [&] { return completed_; });
@@ -117,7 +123,9 @@ void Doorbell::WaitPast(uint64_t seen, std::chrono::milliseconds timeout) {
 }
 
 void Arrival::Arrive() {
-  if (unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) bell->Ring();
+  if (unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1 && !owner_waits.load(std::memory_order_acquire)) {
+    bell->Ring();
+  }
 }
 
 void Arrival::OnBraidFinished(void* arg) {
@@ -212,6 +220,56 @@ void Completion::CallbackLoop() {
   }
 }
 
+void Completion::Finish(Pending next, std::exception_ptr error) {
+  // Nothing earlier is left to complete (only the thread that is busy posts
+  // to the callback threads) and no one asked for the Future, so no callback
+  // can run: it completes here, a thread switch sooner. Still busy meanwhile,
+  // so no issuer finishes a later operation inline before it.
+  bool completed = false;
+  if (!PythonFinalizing()) {
+    bool callbacks_idle = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      callbacks_idle = ready.empty() && idle_callback_threads == static_cast<int>(callback_threads.size());
+    }
+    completed = callbacks_idle && next.handle->CompleteUnwatched(WithCovered(error, next.covers));
+  }
+  bool others_waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    busy = false;
+    others_waiting = !queue.empty();
+    if (!completed) {
+      if (PythonFinalizing()) {
+        new Pending(std::move(next));  // its destructors may need Python: never run them
+      } else {
+        Post([handle = std::move(next.handle), error, covers = std::move(next.covers)] {
+          handle->Complete(WithCovered(error, covers));
+        });
+      }
+    }
+  }
+  // The waiter may have looked while this was busy. (`next` goes after the
+  // lock: its last references are not released under it.)
+  if (others_waiting && !on_completion_thread) bell->Ring();
+}
+
+bool Completion::FinishOwn(const BraidWork* handle) {
+  if (on_completion_thread) return false;  // a callback: the waiter's order stands
+  Pending own;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (queue.empty() || busy || stopping || queue.front().handle.get() != handle) return false;
+    own = std::move(queue.front());
+    queue.pop_front();
+    busy = true;
+    if (own.arrival) own.arrival->owner_waits.store(true, std::memory_order_release);
+  }
+  std::exception_ptr error = Await(own);
+  Finish(std::move(own), error);
+  return true;
+}
+
 void Completion::Run() {
   RunAsBackgroundThread();
   on_completion_thread = true;
@@ -235,29 +293,7 @@ void Completion::Run() {
       busy = true;
     }
     std::exception_ptr error = Await(next);
-    // Nothing earlier is left to complete (only this thread posts to the
-    // callback threads) and no one asked for the Future, so no callback can
-    // run: it completes here, a thread switch sooner. Still busy meanwhile,
-    // so no issuer finishes a later operation inline before it.
-    bool completed = false;
-    if (!PythonFinalizing()) {
-      bool callbacks_idle = false;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        callbacks_idle = ready.empty() && idle_callback_threads == static_cast<int>(callback_threads.size());
-      }
-      completed = callbacks_idle && next.handle->CompleteUnwatched(WithCovered(error, next.covers));
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    busy = false;
-    if (completed) continue;  // `next` goes after the lock: its last references are not released under it
-    if (PythonFinalizing()) {
-      new Pending(std::move(next));  // its destructors may need Python: never run them
-    } else {
-      Post([handle = std::move(next.handle), error, covers = std::move(next.covers)] {
-        handle->Complete(WithCovered(error, covers));
-      });
-    }
+    Finish(std::move(next), error);
   }
   std::vector<std::thread> threads;
   {

@@ -30,13 +30,18 @@
 
 namespace braid_torch {
 
+struct Completion;
+
 class BraidWork : public c10d::Work {
  public:
-  BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq);
+  // `completion`: the backend's, whose queue this Work waits in.
+  BraidWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, uint64_t seq,
+            std::weak_ptr<Completion> completion);
 
   // Blocks until the operation finished (bounded by braid's deadline) or,
   // with a nonzero timeout, until then (then throws; the operation goes on).
-  // Throws braid's error if it failed.
+  // Throws braid's error if it failed. Without a timeout, a Work first in its
+  // backend's queue is completed by its own waiter (Completion::FinishOwn).
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   // Marks the Future as watched: from then on its completion (and so its
@@ -66,6 +71,7 @@ class BraidWork : public c10d::Work {
 
   const std::vector<at::Tensor> outputs_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
+  const std::weak_ptr<Completion> completion_;
   const uint64_t seq_;
   int source_rank_ = -1;
   bool future_watched_ = false;  // guarded by mutex_
@@ -100,6 +106,9 @@ struct Arrival {
   static void OnBraidFinished(void* arg);
 
   std::atomic<int> unfinished;
+  // The operation's own waiter took it (Completion::FinishOwn): braid wakes
+  // that thread itself, and the bell would wake the waiter thread for nothing.
+  std::atomic<bool> owner_waits{false};
   const std::shared_ptr<Doorbell> bell;
 };
 
@@ -160,6 +169,16 @@ struct Completion {
   void Watch(Pending& pending);
   // Waits for `next`'s handles and copies its results out: its error, or null.
   static std::exception_ptr Await(Pending& next);
+  // After Await, by whoever took `next` off the queue (busy): completes it
+  // here when no one asked for its Future and no callback is pending, else
+  // hands it to the callback threads; then clears `busy`. False if the
+  // process is ending (`next` is then left alone).
+  void Finish(Pending next, std::exception_ptr error);
+  // `handle`'s own waiter, instead of waking the waiter thread and waiting
+  // for it: if `handle` is first in the queue and nothing runs, takes it,
+  // waits for braid and completes it on the calling thread (one thread
+  // switch fewer). False, doing nothing, otherwise.
+  bool FinishOwn(const BraidWork* handle);
   // Completes `next`'s Work on this thread (an issuer's inline finish).
   static void Complete(Pending& next, std::exception_ptr error);
   // Queues a completion for the callback threads, starting one if none is free. mu held.

@@ -482,6 +482,26 @@ def test_completion_order():
     check_equal(late, torch.full((4,), float(world)), "all_reduce before its Future is asked for")
 
 
+def test_waits_in_and_out_of_order():
+    # A Work first in its queue is completed by its own wait() (braid wakes
+    # the caller; the waiter thread is not involved); one behind others waits
+    # for the waiter; a watched one still runs its callback, on a callback
+    # thread. Every result is the reduction whichever thread finished it.
+    tensors = [values(n, torch.float32, salt=i) for i, n in enumerate((5, 70_000, 3, 9, 2))]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    called = []
+    chained = works[1].get_future().then(lambda fut: called.append(1) or fut.value()[0].numel())
+    check(works[0].wait(), "the first all_reduce, waited for first")
+    check(works[3].wait(), "the fourth all_reduce, waited for before the second and third")
+    check(works[2].wait() and works[1].wait(), "the third and second all_reduce")
+    check(chained.wait() == 70_000 and called == [1], "the watched all_reduce's callback")
+    check(works[4].wait(timeout=timedelta(seconds=30)), "an all_reduce waited for with a timeout")
+    for i, t in enumerate(tensors):
+        want = values(t.numel(), torch.float32, salt=i)
+        dist.all_reduce(want, group=gloo)
+        check_equal(t, want, f"all_reduce {i}")
+
+
 def test_destroy_with_pending():
     # A group dropped while its collectives are in flight finishes them first,
     # Python callbacks on their futures included: the destructor, entered
@@ -535,8 +555,8 @@ def main():
     for test in (test_all_reduce, test_all_reduce_coalesced, test_broadcast, test_reduce, test_all_gather,
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
                  test_barrier, test_monitored_barrier, test_refusals,
-                 test_work_wait_timeout, test_subgroup, test_split_group, test_completion_order, test_destroy_with_pending,
-                 test_one_runtime):
+                 test_work_wait_timeout, test_subgroup, test_split_group, test_completion_order,
+                 test_waits_in_and_out_of_order, test_destroy_with_pending, test_one_runtime):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
     dist.destroy_process_group()
