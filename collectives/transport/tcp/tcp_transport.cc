@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/bytes.h"
@@ -84,6 +85,8 @@ absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   const int n = size();
   sockets_.resize(static_cast<size_t>(n));
   epoll_events_.assign(static_cast<size_t>(n), 0);
+  read_ahead_.resize(static_cast<size_t>(n));
+  for (ReadAhead& ahead : read_ahead_) ahead.bytes.resize(kReadAheadBytes);
   BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen("", 0));
   const std::string mine = ToString(HostPort{options.advertise_host, listener.port()});
   BRAID_ASSIGN_OR_RETURN(addresses_, bootstrap.AllGather(mine, deadline));
@@ -177,22 +180,42 @@ absl::StatusOr<size_t> TcpTransport::WriteSome(int peer, absl::Span<const std::b
   }
 }
 
-absl::StatusOr<size_t> TcpTransport::ReadSome(int peer, absl::Span<std::byte> data) {
-  if (data.empty()) return 0;
+absl::StatusOr<size_t> TcpTransport::Receive(int peer, absl::Span<std::byte> data, int flags) {
   while (true) {
-    const ssize_t n = recv(sockets_[static_cast<size_t>(peer)].get(), data.data(), data.size(), MSG_DONTWAIT);
+    const ssize_t n = recv(sockets_[static_cast<size_t>(peer)].get(), data.data(), data.size(), flags | MSG_DONTWAIT);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return absl::UnavailableError("the connection was closed by the peer (process exited or died?)");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     if (errno == ECONNRESET) return absl::UnavailableError("the connection was reset by the peer (process died?)");
-    return ErrnoStatus(errno, "recv");
+    return ErrnoStatus(errno, (flags & MSG_PEEK) != 0 ? "recv(MSG_PEEK)" : "recv");
   }
+}
+
+absl::StatusOr<size_t> TcpTransport::ReadSome(int peer, absl::Span<std::byte> data) {
+  if (data.empty()) return 0;
+  ReadAhead& ahead = read_ahead_[static_cast<size_t>(peer)];
+  if (ahead.end == ahead.begin) {
+    // A large read goes straight into place; a small one (a frame's header)
+    // takes what else has arrived with it, a small payload most often.
+    if (data.size() >= kReadAheadBytes) return Receive(peer, data, 0);
+    BRAID_ASSIGN_OR_RETURN(const size_t got, Receive(peer, absl::MakeSpan(ahead.bytes), 0));
+    ahead.begin = 0;
+    ahead.end = got;
+  }
+  const size_t n = std::min(data.size(), ahead.end - ahead.begin);
+  std::memcpy(data.data(), ahead.bytes.data() + ahead.begin, n);
+  ahead.begin += n;
+  return n;
 }
 
 absl::Status TcpTransport::WaitReady(absl::Span<const Interest> interests, Deadline until) {
   // Only peers with pending work are registered: an idle socket whose peer
   // closed would otherwise report EPOLLHUP on every wait.
+  for (const Interest& interest : interests) {
+    const ReadAhead& ahead = read_ahead_[static_cast<size_t>(interest.peer)];
+    if (interest.read && ahead.end != ahead.begin) return absl::OkStatus();  // read ahead: there already
+  }
   std::vector<uint32_t> wanted(static_cast<size_t>(size()), 0);
   for (const Interest& interest : interests) {
     wanted[static_cast<size_t>(interest.peer)] =
@@ -218,15 +241,17 @@ absl::Status TcpTransport::WaitReady(absl::Span<const Interest> interests, Deadl
 }
 
 absl::StatusOr<size_t> TcpTransport::PeekSome(int peer, absl::Span<std::byte> data) {
-  while (true) {
-    const ssize_t n = recv(sockets_[static_cast<size_t>(peer)].get(), data.data(), data.size(), MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return static_cast<size_t>(n);
-    if (n == 0) return absl::UnavailableError("the connection was closed by the peer (process exited or died?)");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    if (errno == ECONNRESET) return absl::UnavailableError("the connection was reset by the peer (process died?)");
-    return ErrnoStatus(errno, "recv(MSG_PEEK)");
+  ReadAhead& ahead = read_ahead_[static_cast<size_t>(peer)];
+  const size_t held = ahead.end - ahead.begin;
+  if (held >= data.size()) {
+    std::memcpy(data.data(), ahead.bytes.data() + ahead.begin, data.size());
+    return data.size();
   }
+  if (held == 0) return Receive(peer, data, MSG_PEEK);
+  // What is held first, then whatever follows it on the socket, unread.
+  std::memcpy(data.data(), ahead.bytes.data() + ahead.begin, held);
+  absl::StatusOr<size_t> more = Receive(peer, data.subspan(held), MSG_PEEK);
+  return held + (more.ok() ? *more : 0);  // a stream that ended after what is held: that much
 }
 
 void TcpTransport::CloseStreams(const absl::Status&) {

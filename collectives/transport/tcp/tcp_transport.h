@@ -68,7 +68,21 @@ class TcpTransport final : public StreamTransport {
       : StreamTransport(rank, size, options.spin, options.ranks_on_host) {}
   absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const TcpTransportOptions& options);
 
+  // recv without waiting; 0 when nothing is there (MSG_PEEK in `flags`: unread).
+  absl::StatusOr<size_t> Receive(int peer, absl::Span<std::byte> data, int flags);
+
+  // Bytes taken from a peer's socket before they were asked for: a small read
+  // takes up to kReadAheadBytes, so a frame's header and a small payload cost
+  // one system call, not two. ReadSome and PeekSome serve them first.
+  static constexpr size_t kReadAheadBytes = 4096;
+  struct ReadAhead {
+    std::vector<std::byte> bytes;  // kReadAheadBytes
+    size_t begin = 0;              // [begin, end) not yet read
+    size_t end = 0;
+  };
+
   UniqueFd epoll_;
+  std::vector<ReadAhead> read_ahead_;   // by peer
   std::vector<UniqueFd> sockets_;       // by peer; invalid for self
   std::vector<uint32_t> epoll_events_;  // events registered per peer
   std::vector<std::string> addresses_;  // "host:port" per rank, for messages
