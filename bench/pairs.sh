@@ -19,7 +19,8 @@
 # LAT_ITERS (20000), TCP (1), BIN_DIR (binaries built elsewhere), OUT
 # (bench/out/pairs), UPDATE_RESULTS (1: the table replaces bench/RESULTS.md's
 # part between "<!-- pairs:begin -->" and "<!-- pairs:end -->").
-# The table goes to stdout and $OUT/summary.md.
+# The table goes to stdout and $OUT/summary.md, its chart to bench/plots/pairs.png
+# (with UPDATE_RESULTS=0, to $OUT/pairs.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIRS=${PAIRS:-5}
@@ -42,8 +43,13 @@ else
   mkdir -p "$BIN"
   cp -f bazel-out/k8-opt/bin/bench/{braid_bench,mpi_allreduce_bench,memory_bound} bazel-out/k8-opt/bin/launcher/braidrun "$BIN/"
 fi
-rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.txt
+BOUND=$BIN/memory_bound
+if [[ ! -x $BOUND ]]; then  # BIN_DIR from an older commit
+  bazel build //bench:memory_bound >&2
+  BOUND=bazel-out/k8-opt/bin/bench/memory_bound
+fi
 mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.txt
 LAT=(-b 8 -e 8 -n "$LAT_ITERS" -w 500 -c 0 -d float -o sum)
 SWEEP=(-b 64K -e "$MAXBYTES" -f 4 -n "$ITERS" -w 3 -c 0 -d float -o sum)
 TCP_SIZES=(-b 64M -e 64M -n "$ITERS" -w 3 -c 0 -d float -o sum)
@@ -71,7 +77,7 @@ for p in $(seq "$PAIRS"); do
     mpi "mpi_lat_n${n}_p$p" "$n" vader,self "${LAT[@]}"
     braid "braid_sweep_n${n}_p$p" "$n" shm "${SWEEP[@]}"
     mpi "mpi_sweep_n${n}_p$p" "$n" vader,self "${SWEEP[@]}"
-    [[ $n == 2 ]] && "$BIN/memory_bound" --threads=2 --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
+    [[ $n == 2 ]] && "$BOUND" --threads=2 --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
     if [[ $TCP == 1 && $n == 2 ]]; then
       braid "braid_tcplat_n${n}_p$p" "$n" tcp "${LAT[@]}"
       mpi "mpi_tcplat_n${n}_p$p" "$n" tcp,self "${LAT[@]}"
@@ -82,8 +88,11 @@ for p in $(seq "$PAIRS"); do
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 bench/pairs_table.py "$OUT" "$PAIRS" "$WORLD_SIZES" "$started" "$load_start" "$load_end" \
-  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" | tee "$OUT/summary.md"
+# The chart goes next to run_all's (bench/plots/) when RESULTS.md is updated.
+PLOT=$OUT/pairs.png
+[[ ${UPDATE_RESULTS:-1} == 1 ]] && mkdir -p bench/plots && PLOT=bench/plots/pairs.png
+/usr/bin/python3 bench/pairs_table.py "$OUT" "$PAIRS" "$WORLD_SIZES" "$started" "$load_start" "$load_end" \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$PLOT" | tee "$OUT/summary.md"
 
 if [[ ${UPDATE_RESULTS:-1} == 1 ]]; then
   python3 - "$OUT/summary.md" bench/RESULTS.md <<'PYTHON'

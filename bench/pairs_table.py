@@ -1,7 +1,10 @@
 """bench/pairs.sh's table: each cell's braid and anchor medians and ranges
 over the pairs, and the ratio taken inside each pair (median and range).
 
-usage: pairs_table.py OUT PAIRS "WORLD SIZES" STARTED LOAD_START LOAD_END CPU
+usage: pairs_table.py OUT PAIRS "WORLD SIZES" STARTED LOAD_START LOAD_END CPU [PLOT.png]
+
+With PLOT.png (needs matplotlib): braid's busbw against MPI's, per size, in
+and out of place, one panel per world size; the bars span the pairs' range.
 """
 import json
 import os
@@ -10,7 +13,9 @@ import sys
 
 out, pairs, world_sizes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
 started, load_start, load_end, cpu = sys.argv[4:8]
+plot_path = sys.argv[8] if len(sys.argv) > 8 else None
 MIB = 1 << 20
+series = {}  # (ranks, placement) -> [(size, median, min, max)] of busbw ratios against MPI
 
 
 def rows(name):
@@ -102,8 +107,13 @@ for n in world_sizes:
             braid = [value(b.get(size), place, "busbw_gbps") for b, _, _ in sweeps]
             anchor = [value(a.get(size), place, "busbw_gbps") for _, a, _ in sweeps]
             target = 2.5 if 64 * 1024 <= size <= 16 * MIB else None
+            ratios = [ratio(b, a) for b, a in zip(braid, anchor)]
             add(n, f"{size_name(size)} busbw (GB/s)", place.replace("_", " ") + ", vs MPI vader", braid, anchor,
-                [ratio(b, a) for b, a in zip(braid, anchor)], target)
+                ratios, target)
+            ratios = [r for r in ratios if r is not None]
+            if ratios:
+                series.setdefault((n, place.replace("_", " ")), []).append(
+                    (size, statistics.median(ratios), min(ratios), max(ratios)))
             if size >= 64 * MIB and n == 2:  # the bound is issue 29's at 2 ranks, one per core
                 bounds = [bd.get(size) for _, _, bd in sweeps]
                 add(n, f"{size_name(size)} busbw (GB/s)", place.replace("_", " ") + ", vs the memory bound", braid,
@@ -122,3 +132,26 @@ for n in world_sizes:
                 [ratio(b, a) for b, a in zip(braid, anchor)], 2.0 if place == "out_of_place" else None)
 
 print("\n".join(lines))
+
+if plot_path and series:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(world_sizes), figsize=(6 * len(world_sizes), 4), squeeze=False)
+    for ax, n in zip(axes[0], world_sizes):
+        for (ranks, place), points in sorted(series.items()):
+            if ranks != n:
+                continue
+            xs = [p[0] for p in points]
+            meds = [p[1] for p in points]
+            ax.errorbar(xs, meds, yerr=[[m - p[2] for m, p in zip(meds, points)], [p[3] - m for m, p in zip(meds, points)]],
+                        marker="o", capsize=3, label=place)
+        ax.axhline(2.5, color="gray", linestyle="--", linewidth=1, label="target 2.5x (64 KiB-16 MiB)")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bytes per rank")
+        ax.set_ylabel("braid busbw / MPI_Allreduce busbw")
+        ax.set_title(f"{n} ranks, shm, {pairs} interleaved pairs (median, range)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(plot_path, dpi=100)

@@ -15,14 +15,17 @@
 # ranks are oversubscribed);
 # 3. the reducer's overhead (bench/reducer_bench.sh) and 4. the launcher's
 #    start-up (bench/launcher_bench.sh), unless SKIP_REDUCER / SKIP_LAUNCHER;
-# 5. PNG charts of every JSON (tools/plot_bench) into bench/plots/.
+# 5. PNG charts of every JSON (tools/plot_bench) into bench/plots/;
+# 6. issue 29's cells in interleaved pairs against MPI and the memory bound
+#    (bench/pairs.sh: its own part of RESULTS.md and bench/plots/pairs.png),
+#    unless SKIP_PAIRS.
 # Raw tables and JSON go to bench/out/ (gitignored); the markdown summary goes
 # to stdout and bench/out/summary.md, and replaces the part of
 # bench/RESULTS.md between "<!-- run_all:begin -->" and "<!-- run_all:end -->"
 # (UPDATE_RESULTS=0 leaves RESULTS.md and bench/plots/ alone: its charts go
 # to bench/out/plots/).
 #
-#   bench/run_all.sh                      # the full run (about 13 minutes on 2 cores)
+#   bench/run_all.sh                      # the full run (about 20 minutes on 2 cores)
 #   WORLD_SIZES=2 MAXBYTES=1M OTHER_MAXBYTES=1M SKIP_REDUCER=1 SKIP_LAUNCHER=1 UPDATE_RESULTS=0 bench/run_all.sh
 #
 # Knobs (environment): BIN_DIR (run the braid_bench, mpi_allreduce_bench and braidrun
@@ -64,12 +67,13 @@ if [[ -n "${BIN_DIR:-}" ]]; then
   log "using the binaries in $BIN_DIR"
   BIN=$BIN_DIR
 else
-  log "building //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp"
-  bazel build //bench:braid_bench //bench:mpi_allreduce_bench //launcher:braidrun //examples:train_mlp >&2
+  log "building //bench:braid_bench //bench:mpi_allreduce_bench //bench:memory_bound //launcher:braidrun //examples:train_mlp"
+  bazel build //bench:braid_bench //bench:mpi_allreduce_bench //bench:memory_bound //launcher:braidrun \
+    //examples:train_mlp >&2
   mkdir -p "$OUT/bin"
   # Copies: the bazel-bin symlink follows whatever config the last build used.
   cp -f bazel-out/k8-opt/bin/bench/braid_bench bazel-out/k8-opt/bin/bench/mpi_allreduce_bench \
-    bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
+    bazel-out/k8-opt/bin/bench/memory_bound bazel-out/k8-opt/bin/launcher/braidrun "$OUT/bin/"
   BIN=$OUT/bin
 fi
 rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log "$OUT"/*.md
@@ -163,6 +167,13 @@ log "charts: tools/plot_bench -> $PLOTS/"
 mkdir -p "$PLOTS"
 rm -f "$PLOTS"/*.png
 tools/plot_bench -o "$PLOTS" "$OUT"/*.json > "$OUT/plots.txt" || { log "plot_bench FAILED"; status=1; }
+
+# --- issue 29's cells in interleaved pairs (after the charts: its own goes beside them)
+if [[ -z "${SKIP_PAIRS:-}" ]]; then
+  log "pairs: bench/pairs.sh (PAIRS=${PAIRS:-5})"
+  BIN_DIR=$BIN OUT=$OUT/pairs UPDATE_RESULTS=${UPDATE_RESULTS:-1} bench/pairs.sh > "$OUT/pairs.md" 2> "$OUT/pairs.log" ||
+    { log "pairs FAILED (see $OUT/pairs.log)"; status=1; }
+fi
 
 # --- summary -----------------------------------------------------------------
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
