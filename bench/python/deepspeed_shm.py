@@ -44,18 +44,21 @@ dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 comm = os.path.join(args.source, "csrc", "cpu", "comm")
 os.makedirs(args.build, exist_ok=True)
+
+
+def load_op():
+    return cpp_extension.load(name="deepspeed_shm_comm",
+                              sources=[os.path.join(comm, "shm_interface.cpp"), os.path.join(comm, "shm.cpp")],
+                              extra_include_paths=[comm], extra_cflags=["-O2", "-fopenmp"],
+                              extra_ldflags=["-fopenmp"], build_directory=args.build, verbose=False)
+
+
 # Rank 0 compiles; the others load what it built.
 if rank == 0:
-    ds = cpp_extension.load(name="deepspeed_shm_comm", sources=[os.path.join(comm, "shm_interface.cpp"),
-                                                                  os.path.join(comm, "shm.cpp")],
-                            extra_include_paths=[comm], extra_cflags=["-O2", "-fopenmp"],
-                            extra_ldflags=["-fopenmp"], build_directory=args.build, verbose=False)
+    ds = load_op()
 dist.barrier()
 if rank != 0:
-    ds = cpp_extension.load(name="deepspeed_shm_comm", sources=[os.path.join(comm, "shm_interface.cpp"),
-                                                                  os.path.join(comm, "shm.cpp")],
-                            extra_include_paths=[comm], extra_cflags=["-O2", "-fopenmp"],
-                            extra_ldflags=["-fopenmp"], build_directory=args.build, verbose=False)
+    ds = load_op()
 ds.initialize(world, rank)
 dist.barrier()
 

@@ -171,8 +171,8 @@ struct Completion {
   static std::exception_ptr Await(Pending& next);
   // After Await, by whoever took `next` off the queue (busy): completes it
   // here when no one asked for its Future and no callback is pending, else
-  // hands it to the callback threads; then clears `busy`. False if the
-  // process is ending (`next` is then left alone).
+  // hands it to the callback threads; then clears `busy`. While the process
+  // is ending, `next` is left alone.
   void Finish(Pending next, std::exception_ptr error);
   // `handle`'s own waiter, instead of waking the waiter thread and waiting
   // for it: if `handle` is first in the queue and nothing runs, takes it,
