@@ -12,6 +12,7 @@
 #   capi                   everything but the launcher (braid's C API over the runtime)
 #   python                 capi only (the bindings link libbraid.so, never braid's C++)
 #   bench, examples        everything but the launcher (and never the tests)
+#   sim                    base, tensor, collectives (the Plans and the selector; no transport)
 #
 # Two checks: every #include "..." in the floor's sources, and (unless
 # --includes-only, or without bazel) every target's dependencies from
@@ -44,6 +45,7 @@ rules=(
   "python|base/ tensor/ store/ collectives/ runtime/ launcher/ bench/ examples/ tests/"
   "bench|launcher/ tests/"
   "examples|launcher/ tests/"
+  "sim|runtime/ store/ launcher/ capi/ python/ bench/ examples/ tests/ collectives/transport/|collectives/transport/frame.h"
 )
 
 violations=0
@@ -91,6 +93,7 @@ if [[ $includes_only -eq 0 ]] && command -v bazel >/dev/null && [[ -f WORKSPACE 
     "//capi/...|//launcher/... + //python/..."
     "//bench/...|//launcher/... + //tests/..."
     "//examples/...|//launcher/... + //tests/..."
+    "//sim/...|//runtime/... + //store/... + //launcher/... + //capi/... + //python/... + //collectives:communicator"
     # The bindings reach braid only through libbraid.so, which links everything: their own edges count.
     "//python/...|//base/... + //tensor/... + //store/... + //collectives/... + //runtime/... + //capi:capi|1"
   )

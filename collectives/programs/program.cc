@@ -44,6 +44,7 @@ Plan RingAllReduce(const PlanRequest& r) {
   for (size_t j = 0; j < lanes; ++j) {
     auto c = [&](int index) { return Lane(ChunkRange(count, n, Mod(index, n)), seg, j); };
     std::vector<Op> ops;
+    ops.reserve(3 * static_cast<size_t>(n));
     for (int s = 0; s <= n - 2; ++s) {
       const Range sent = c(me - s);
       const Range got = c(me - s - 1);
