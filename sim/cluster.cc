@@ -160,10 +160,7 @@ int Network::NicOf(int rank) const {
 
 Network::Route Network::RouteOf(int from, int to) const {
   Route route;
-  auto add = [&](int link) {
-    route.links[route.hops++] = link;
-    route.bandwidth = route.hops == 1 ? bandwidth_[link] : std::min(route.bandwidth, bandwidth_[link]);
-  };
+  auto add = [&](int link) { route.links[route.hops++] = link; };
   if (host_of(from) == host_of(to)) {
     add(IntraOut(from));
     add(IntraIn(to));

@@ -68,7 +68,6 @@ class Network {
     int32_t links[kMaxHops];
     int hops = 0;
     double latency_s = 0;
-    double bandwidth = 0;  // the slowest link's
   };
 
   Network(const Cluster& cluster, int ranks);

@@ -233,13 +233,20 @@ void Engine::StartLane(uint32_t rank, int depth, int slot, double time) {
 
 double Engine::Send(int from, int to, uint32_t channel, uint64_t bytes, double time) {
   const Network::Route route = network_.RouteOf(from, to);
+  // Hop by hop: a hop starts once it is free and the previous hop has
+  // started (the switch buffers what waits), and cannot end before the
+  // previous hop has delivered the last byte.
   double start = time + cluster_.message_overhead_s;
-  for (int h = 0; h < route.hops; ++h) start = std::max(start, link_free_[route.links[h]]);
+  double end = start;
+  double left = 0;
   for (int h = 0; h < route.hops; ++h) {
-    link_free_[route.links[h]] = start + bytes / network_.link_bandwidth(route.links[h]);
+    double& free = link_free_[route.links[h]];
+    start = std::max(start, free);
+    end = std::max(start + bytes / network_.link_bandwidth(route.links[h]), end);
+    free = end;
+    if (h == 0) left = end;
   }
-  const double left = start + bytes / route.bandwidth;
-  const double arrival = left + route.latency_s;
+  const double arrival = end + route.latency_s;
   ++result_.messages;
   result_.bytes_sent += bytes;
   auto it = fifos_.find(Key(to, from, channel));

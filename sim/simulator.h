@@ -10,11 +10,13 @@
 //     when its bytes have left, a receive when its message has arrived.
 //     Sends are eager; receives match a peer's sends in order, per lane
 //     (per step of a hierarchy, as each level has its own transport).
-//   - A message of B bytes holds every link of its route for B over that
-//     link's bandwidth, starting when the sender posts it and all those
-//     links are free (links serve messages first come, first served: how
-//     shared links are contended), then arrives a route's latency later.
-//     Its sender pays message_overhead first.
+//   - A message of B bytes holds each link of its route for B over that
+//     link's bandwidth, hop after hop: a hop starts when the link is free
+//     and the hop before has started, and ends no sooner than the hop
+//     before (links serve messages first come, first served: how shared
+//     links are contended; switches buffer what waits). It arrives the
+//     route's latency after its last hop; its sender pays
+//     message_overhead first.
 //   - Reduce, Copy, Divide and Zero take a rank's compute for their bytes
 //     over reduce_ or copy_bandwidth, one at a time; a Copy onto itself is
 //     free.

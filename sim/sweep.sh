@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # braid_sim over the example clusters, 8 to 16,384 ranks (65,536 for the
-# hierarchical schedule), the tables in $OUT, plots in sim/plots/.
+# hierarchical schedule, at 8 B and 64 KiB: its ring across 8,192 hosts
+# sends a billion messages from 128 KiB on), the tables in $OUT, plots in
+# sim/plots/.
 #   sim/sweep.sh [BRAID_SIM]     (default bazel-bin/sim/braid_sim)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +17,7 @@ for cluster in cpu_fat_tree gpu_rails; do
   # 16,384 ranks: a ring sends 2 n (n - 1) messages (537 million); rhd and hierarchical.
   "$sim" --cluster="$file" --ranks=16384 --sizes=$sizes --algorithms=rhd,hierarchical,auto \
     --csv="$out/$cluster.16k.csv" | tee -a "$out/$cluster.txt"
-  "$sim" --cluster="$file" --ranks=65536 --sizes=8,64M --algorithms=hierarchical \
+  "$sim" --cluster="$file" --ranks=65536 --sizes=8,64K --algorithms=hierarchical \
     --csv="$out/$cluster.64k.csv" | tee -a "$out/$cluster.txt"
   (head -1 "$out/$cluster.csv"; tail -q -n +2 "$out/$cluster.csv" "$out/$cluster.16k.csv" "$out/$cluster.64k.csv") \
     >"$out/$cluster.all.csv"

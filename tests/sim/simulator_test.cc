@@ -62,7 +62,7 @@ TEST_CASE("routes: within a host, under one leaf, across the spine, across rails
   c.oversubscription = 2;
   const Network fat(c, 16);  // 4 hosts, 2 leaves
   CHECK(fat.RouteOf(0, 3).hops == 2);
-  CHECK(fat.RouteOf(0, 3).bandwidth == c.intra_bandwidth);
+  CHECK(fat.link_bandwidth(fat.RouteOf(0, 3).links[0]) == c.intra_bandwidth);
   CHECK(fat.RouteOf(0, 3).latency_s == c.intra_latency_s);
   CHECK(fat.RouteOf(0, 4).hops == 2);  // host 0 to host 1: one leaf
   CHECK(fat.RouteOf(0, 4).latency_s == Approx(c.nic_latency_s + c.switch_latency_s));
