@@ -42,6 +42,9 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secr
   if (o.is_host >= 0) may_host = o.is_host == 1;
   if (o.is_host < 0 && !o.local_addr.empty() && o.rdzv_backend == "c10d") may_host = o.local_addr == job.address.host;
 
+  // Static rendezvous: node 0 alone hosts the store, so its port taken by
+  // anything else is the job's end, said now rather than at the deadline.
+  const bool must_host = o.rdzv_backend == "static" && !o.standalone && o.max_nodes > 1 && may_host && o.is_host < 0;
   absl::Status host_error = absl::OkStatus();
   if (may_host) {
     StoreServerOptions server_options;
@@ -51,6 +54,11 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secr
     if (server.ok()) {
       job.server = std::move(*server);
       job.address.port = job.server->port();
+    } else if (must_host) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node 0 hosts the rendezvous store (static rendezvous) on ", ToString(job.address),
+          ", and cannot: ", server.status().message(), ". Free that port, or choose another --master-port ",
+          "(the store takes --master-port + 1) or --rdzv-endpoint on every node"));
     } else {
       host_error = server.status();  // another agent on this host may have it
     }

@@ -150,7 +150,9 @@ class TcpStore : public Store {
 
   // Connects to a StoreServer at `address`, retrying while nothing listens
   // there yet, until `deadline`: kDeadlineExceeded naming the address then.
-  // With an enabled `secret`, runs the Hello handshake before returning:
+  // A first round trip (the Hello handshake, or NumKeys without a secret)
+  // must be answered by `deadline`: a listener that is not a store fails
+  // here, the message saying so. With an enabled `secret`, the handshake:
   // kPermissionDenied when the server does not prove the same secret (or
   // refuses ours), kFailedPrecondition when it has none. Blocks. Any thread.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Connect(const HostPort& address, Deadline deadline,
@@ -183,6 +185,8 @@ class TcpStore : public Store {
   // `what` names the call for messages ("Get(\"key\")"). `wait_deadline` is
   // how long to wait for the answer (before the grace is added).
   absl::Status Authenticate(const JobSecret& secret, Deadline deadline);
+  // Without a secret: one NumKeys round trip, so that Connect knows a store answers.
+  absl::Status Probe(Deadline deadline);
   absl::StatusOr<std::string> RoundTrip(const std::string& what, std::string frame,
                                         Deadline wait_deadline);
 

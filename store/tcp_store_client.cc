@@ -74,8 +74,24 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const HostPort& addr
   absl::StatusOr<UniqueFd> fd = ConnectTcp(address, deadline);
   if (!fd.ok()) return Annotate(fd.status(), "store client");
   std::unique_ptr<TcpStore> store(new TcpStore(address, *std::move(fd), io_timeout));
-  if (secret.enabled()) BRAID_RETURN_IF_ERROR(store->Authenticate(secret, deadline));
+  // Something that accepts connections but is not a store (another program
+  // on the port) must fail here, by the deadline, not in the first call.
+  absl::Status answered = secret.enabled() ? store->Authenticate(secret, deadline) : store->Probe(deadline);
+  if (absl::IsDeadlineExceeded(answered) || absl::IsUnavailable(answered)) {
+    return absl::Status(answered.code(), absl::StrCat(answered.message(), " (whatever listens on ", ToString(address),
+                                                      " does not answer as braid's store: another program?)"));
+  }
+  BRAID_RETURN_IF_ERROR(answered);
   return store;
+}
+
+absl::Status TcpStore::Probe(Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(std::string fields,
+                         RoundTrip("first request (NumKeys)", std::move(Request(Opcode::kNumKeys)).Finish(), deadline));
+  FieldReader reader(fields);
+  int64_t count = 0;
+  if (!reader.I64(&count) || reader.remaining() != 0) return MalformedResponse(address_, "first request (NumKeys)");
+  return absl::OkStatus();
 }
 
 absl::Status TcpStore::Authenticate(const JobSecret& secret, Deadline deadline) {

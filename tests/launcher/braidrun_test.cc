@@ -199,6 +199,34 @@ TEST_CASE("braidrun: a busy --master-port is a clear error", "[launcher]") {
   CHECK(absl::StrContains(exit.err, absl::StrCat("--master-port ", busy->port(), " is already in use on this host")));
 }
 
+TEST_CASE("braidrun: static rendezvous whose store port is taken fails at once, naming it", "[launcher]") {
+  // Something else holds MASTER_PORT + 1 on node 0's address: node 0 cannot
+  // host the store, and node 1 would talk to that program instead.
+  const uint16_t master_port = UnusedPortPair();
+  absl::StatusOr<TcpListener> taken = TcpListener::Listen("127.0.0.1", master_port + 1);
+  REQUIRE(taken.ok());
+  auto flags = [&](int node) {
+    return std::vector<std::string>{"--nnodes=2", "--nproc-per-node=1", absl::StrCat("--node-rank=", node),
+                                    "--master-addr=127.0.0.1", absl::StrCat("--master-port=", master_port),
+                                    "--rdzv-id=taken", "--rdzv-conf=join_timeout=5"};
+  };
+  const absl::Time start = absl::Now();
+  const ProcessExit node0 = RunProcess(Braidrun(flags(0), {"--allreduce"}), {{"BRAID_JOB_SECRET", "taken"}},
+                                       "taken_port_0", kTimeout, kWorkerContract);
+  INFO(Dump(node0));
+  CHECK(node0.code == 1);
+  CHECK(absl::StrContains(node0.err, absl::StrCat("node 0 hosts the rendezvous store (static rendezvous) on 127.0.0.1:",
+                                                  master_port + 1, ", and cannot:")));
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  // Node 1 reaches the port, where nothing answers as a store: an error by
+  // the rendezvous deadline (join_timeout), not a silent wait.
+  const ProcessExit node1 = RunProcess(Braidrun(flags(1), {"--allreduce"}), {{"BRAID_JOB_SECRET", "taken"}},
+                                       "taken_port_1", kTimeout, kWorkerContract);
+  INFO(Dump(node1));
+  CHECK(node1.code == 1);
+  CHECK(absl::StrContains(node1.err, absl::StrCat("does not answer as braid's store")));
+}
+
 TEST_CASE("braidrun: a node joining an elastic job restarts it bigger, no restart spent", "[launcher]") {
   const uint16_t port = UnusedPort();
   auto flags = [&](int i) {
