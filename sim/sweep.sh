@@ -21,5 +21,5 @@ for cluster in cpu_fat_tree gpu_rails; do
     --csv="$out/$cluster.64k.csv" | tee -a "$out/$cluster.txt"
   (head -1 "$out/$cluster.csv"; tail -q -n +2 "$out/$cluster.csv" "$out/$cluster.16k.csv" "$out/$cluster.64k.csv") \
     >"$out/$cluster.all.csv"
-  python3 sim/plot_sim.py "$out/$cluster.all.csv" "sim/plots/$cluster.png" "braid_sim: all-reduce on $cluster"
+  /usr/bin/python3 sim/plot_sim.py "$out/$cluster.all.csv" "sim/plots/$cluster.png" "braid_sim: all-reduce on $cluster"
 done

@@ -23,7 +23,8 @@ PACKAGES=(
   python3           # small tools and the bench plots
   procps            # ps/pkill used by the launcher tests
   libopenblas-serial-dev  # single-threaded OpenBLAS for examples/train_mlp
-  python3-matplotlib  # tools/plot_bench: the PNG charts in bench/
+  python3-matplotlib  # tools/plot_bench, sim/plot_sim.py: the PNG charts
+  python3-yaml      # tools/k8s_pod_env.py: the Kubernetes example's contract test
   clang             # clang 14 with libFuzzer: tools/fuzz.sh
   iproute2          # ip netns: the network-partition test
   python3-dev       # Python.h: the braid Python package (python/)
