@@ -1,5 +1,7 @@
 #include "collectives/selection.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -112,7 +114,13 @@ Algorithm Selector::AutoAllReduce(size_t count, size_t element_size) const {
   }
   // Ranks that share memory: the direct paths won every size here.
   if (caps_.shared_windows) return ResolveDirect(count, element_size);
-  return bytes <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
+  return UntunedAllReduce(bytes);
+}
+
+Algorithm Selector::UntunedAllReduce(size_t bytes) const {
+  const size_t ring_from =
+      std::max(thresholds_.small_allreduce_bytes, static_cast<size_t>(caps_.size) * thresholds_.ring_min_chunk_bytes);
+  return bytes <= ring_from ? Algorithm::kRhd : Algorithm::kRing;
 }
 
 bool Selector::Hierarchical(CollectiveKind kind, size_t bytes, Algorithm requested) const {
@@ -158,8 +166,7 @@ absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t cou
   }
   if (caps_.device_native && requested == Algorithm::kAuto) return Algorithm::kNative;
   switch (kind) {
-    case CollectiveKind::kAllReduce:
-      return count * element_size <= thresholds_.small_allreduce_bytes ? Algorithm::kRhd : Algorithm::kRing;
+    case CollectiveKind::kAllReduce: return UntunedAllReduce(count * element_size);
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather: return Algorithm::kRing;
     case CollectiveKind::kAllToAll: return Algorithm::kPairwise;

@@ -31,7 +31,13 @@
 // reduce-scatter and all-gather, chain broadcast and reduce, pairwise
 // all-to-all, dissemination barrier; or native where the link has the
 // engine's own, which auto prefers (NCCL tunes its own); without it, auto
-// takes rhd up to small_allreduce_bytes and ring above.
+// takes the untuned rule below.
+//
+// All-reduce without a table row (or windows): rhd up to
+// small_allreduce_bytes, and on while each rank's ring chunk (bytes / size)
+// is under ring_min_chunk_bytes; ring above. A ring pays 2 (size - 1)
+// latencies to rhd's 2 log2(size): at 1,024 ranks a 1 MiB ring is 29x rhd
+// in braid_sim, a 64 MiB one on par (bench/RESULTS.md, "braid_sim").
 //
 // Requests: a collective other than all-reduce takes native when asked, and
 // peer-access where it has that path (an error when the transport lacks
@@ -108,8 +114,10 @@ struct TransportCaps {
 // thresholds come from"). Tests shrink them to force every path at small
 // sizes.
 struct SelectionThresholds {
-  // Without a table row or windows: rhd up to this many bytes, ring above.
+  // Without a table row or windows: rhd up to this many bytes, and while a
+  // rank's ring chunk is under ring_min_chunk_bytes; ring above.
   size_t small_allreduce_bytes = size_t{64} << 10;
+  size_t ring_min_chunk_bytes = size_t{128} << 10;
   // Peer access pays for its system calls (two per peer and slice) from
   // this many bytes per rank's slice (all-reduce) or per block (the others).
   size_t peer_access_min_slice_bytes = size_t{32} << 10;
@@ -151,6 +159,8 @@ class Selector {
                                          Algorithm requested) const;
   // auto: the tuned table's row, else the built-in rule.
   Algorithm AutoAllReduce(size_t count, size_t element_size) const;
+  // The rule without a table row: rhd or ring by size and group size.
+  Algorithm UntunedAllReduce(size_t bytes) const;
   // "direct" for this transport and size.
   Algorithm ResolveDirect(size_t count, size_t element_size) const;
   // Whether a `kind` collective of `bytes` (a rank's whole buffer) runs

@@ -40,10 +40,21 @@ TEST_CASE("Selector: names round-trip, and direct is accepted", "[selection]") {
   CHECK(absl::StrContains(ParseAlgorithm("fast").status().message(), "peer-access"));
 }
 
-TEST_CASE("Selector: all-reduce without windows is rhd up to 64 KiB, ring above", "[selection]") {
+TEST_CASE("Selector: all-reduce without windows is rhd while a ring chunk is under 128 KiB, ring above",
+          "[selection]") {
   const Selector selector(Caps(kUntuned, 4, false, false));
-  CHECK(Pick(selector, CollectiveKind::kAllReduce, 16384, 4) == Algorithm::kRhd);  // 64 KiB
-  CHECK(Pick(selector, CollectiveKind::kAllReduce, 16385, 4) == Algorithm::kRing);
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 131072, 4) == Algorithm::kRhd);  // 512 KiB: 4 chunks of 128 KiB
+  CHECK(Pick(selector, CollectiveKind::kAllReduce, 131073, 4) == Algorithm::kRing);
+  // Many ranks: rhd far longer (a ring's 2 (n - 1) steps cost more than it saves).
+  const Selector many(Caps(kUntuned, 1024, false, false));
+  CHECK(Pick(many, CollectiveKind::kAllReduce, 16 << 20, 4) == Algorithm::kRhd);  // 64 MiB
+  CHECK(Pick(many, CollectiveKind::kAllReduce, (32 << 20) + 1, 4) == Algorithm::kRing);
+  // Small groups keep rhd up to 64 KiB at least.
+  SelectionThresholds low;
+  low.ring_min_chunk_bytes = 1;
+  const Selector floor(Caps(kUntuned, 2, false, false), low);
+  CHECK(Pick(floor, CollectiveKind::kAllReduce, 16384, 4) == Algorithm::kRhd);
+  CHECK(Pick(floor, CollectiveKind::kAllReduce, 16385, 4) == Algorithm::kRing);
   CHECK(Pick(selector, CollectiveKind::kAllReduce, 1, 4, Algorithm::kTree) == Algorithm::kTree);
   // direct without windows is the one-shot exchange
   CHECK(Pick(selector, CollectiveKind::kAllReduce, 1 << 20, 4, Algorithm::kDirect) == Algorithm::kOneShot);
