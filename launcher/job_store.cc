@@ -1,7 +1,9 @@
 #include "launcher/job_store.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,25 @@ absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o, std::string* warni
   setenv(launch_env::kJobSecret, generated.c_str(), 1);  // still single-threaded here
   return JobSecret(generated);
 }
+
+namespace {
+
+// The store holds a descriptor per worker of the job: this process may open
+// as many as its hard limit allows (the soft limit, often 1024, is raised).
+int StoreConnectionLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  constexpr rlim_t kReserve = 256;  // the agent's own: workers' pipes, logs, its client
+  const rlim_t usable = limit.rlim_cur > 2 * kReserve ? limit.rlim_cur - kReserve : limit.rlim_cur / 2;
+  return static_cast<int>(std::min<rlim_t>(usable, 1 << 20));
+}
+
+}  // namespace
 
 absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline) {
   JobStore job;
@@ -49,6 +70,7 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secr
   if (may_host) {
     StoreServerOptions server_options;
     server_options.secret = secret;
+    server_options.max_connections = StoreConnectionLimit();
     absl::StatusOr<std::unique_ptr<StoreServer>> server =
         StoreServer::Start(job.address.host, job.address.port, server_options);
     if (server.ok()) {

@@ -40,6 +40,8 @@ inline constexpr size_t kReadChunkBytes = 64 << 10;
 inline constexpr int kMaxReadsPerEvent = 16;
 // After accept fails for lack of fds, the listener rests this long.
 inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+// listen(2) caps it at net.core.somaxconn.
+inline constexpr int kListenBacklog = 65535;
 
 // Where a connection stands in its protocol. With a job secret a connection
 // starts in kAwaitingHello and must finish the HMAC handshake (see
@@ -96,6 +98,8 @@ class ServerLoop {
   Connection* Find(uint64_t id);
   void HandleEvents(Connection& conn, uint32_t events);
   void ReadAvailable(Connection& conn);
+  // A parked connection readable: its client hung up, or broke the protocol.
+  void ReadWhileParked(Connection& conn);
   void OnEof(Connection& conn);
   void ProcessFrames(Connection& conn);
   void HandleRequest(Connection& conn, absl::string_view payload);

@@ -1,6 +1,10 @@
 // The store's requests (server_loop.h): each operation on the table,
-// parking a Get/Wait on a missing key and waking it, and the handshake.
+// parking a Get/Wait on a missing key and waking it, the handshake, and
+// what input at the end of a connection (or while it waits) means.
 // Runs on the server thread only.
+#include <errno.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -332,6 +336,36 @@ void ServerLoop::ExpireWaiters() {
                              QuotedList(parked.keys), " (missing ", QuotedList(missing), ")");
     }
     RespondError(*conn, absl::StatusCode::kDeadlineExceeded, message);
+  }
+}
+
+// What a connection's end of input means, and input while it waits.
+void ServerLoop::ReadWhileParked(Connection& conn) {
+  char byte;
+  const ssize_t n = ::read(conn.fd.get(), &byte, 1);
+  if (n == 0) {
+    BRAID_LOG(DEBUG) << "store server: " << conn.peer << " hung up while waiting";
+    Close(conn);
+  } else if (n > 0) {
+    Reject(conn, "a request sent before the answer to the one waiting");
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    Close(conn);
+  }
+}
+
+void ServerLoop::OnEof(Connection& conn) {
+  const size_t pending = conn.in.size() - conn.in_pos;
+  if (pending == 0) {
+    BRAID_LOG(DEBUG) << "store server: " << conn.peer << " disconnected";
+    Close(conn);
+    return;
+  }
+  if (pending < kFrameHeaderBytes) {
+    Reject(conn, absl::StrCat("connection closed after ", pending, " bytes of a frame header"));
+  } else {
+    const uint32_t length = DecodeU32(conn.in.data() + conn.in_pos);
+    Reject(conn, absl::StrCat("connection closed mid-frame: truncated frame, ",
+                              pending - kFrameHeaderBytes, " of ", length, " payload bytes"));
   }
 }
 

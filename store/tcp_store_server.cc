@@ -4,9 +4,11 @@
 // complete frame is parsed and answered at once, except a Get/Wait whose key
 // is missing, which is "parked": registered under one missing key (and, when
 // it has a timeout, in the deadline index) until a write creates that key or
-// the timeout passes. A parked connection is not read from (its client sends
-// nothing more until answered; we still watch for it hanging up), so at most
-// one request per connection is ever outstanding. A connection whose answer
+// the timeout passes. A parked connection stays watched for input, which
+// can only be its client hanging up (it sends nothing more until answered;
+// anything else breaks the protocol and closes it), so at most one request
+// per connection is ever outstanding and parking costs no epoll_ctl (each a
+// system call, per waiter, twice: thousands at a rendezvous). A connection whose answer
 // could not be written in full is not read from either until it drains: the
 // server never buffers more than one answer per client.
 //
@@ -208,8 +210,8 @@ void ServerLoop::HandleEvents(Connection& conn, uint32_t events) {
   if (events & EPOLLIN) {
     ReadAvailable(conn);
   } else if (events & (EPOLLHUP | EPOLLRDHUP)) {
-    // Not reading from it (parked, or output pending), and it hung up: the
-    // client is gone and nobody is left to answer.
+    // Not reading from it (output pending), and it hung up: the client is
+    // gone and nobody is left to answer.
     BRAID_LOG(DEBUG) << "store server: " << conn.peer << " hung up"
                      << (conn.parked ? " while waiting" : "");
     Close(conn);
@@ -217,6 +219,10 @@ void ServerLoop::HandleEvents(Connection& conn, uint32_t events) {
 }
 
 void ServerLoop::ReadAvailable(Connection& conn) {
+  if (conn.parked) {
+    ReadWhileParked(conn);
+    return;
+  }
   for (int i = 0; i < kMaxReadsPerEvent; ++i) {
     if (conn.closed || conn.parked || !conn.out.empty()) break;
     const ssize_t n = ::read(conn.fd.get(), read_buffer_.data(), read_buffer_.size());
@@ -237,22 +243,6 @@ void ServerLoop::ReadAvailable(Connection& conn) {
     return;
   }
   if (!conn.closed) UpdateInterest(conn);
-}
-
-void ServerLoop::OnEof(Connection& conn) {
-  const size_t pending = conn.in.size() - conn.in_pos;
-  if (pending == 0) {
-    BRAID_LOG(DEBUG) << "store server: " << conn.peer << " disconnected";
-    Close(conn);
-    return;
-  }
-  if (pending < kFrameHeaderBytes) {
-    Reject(conn, absl::StrCat("connection closed after ", pending, " bytes of a frame header"));
-  } else {
-    const uint32_t length = DecodeU32(conn.in.data() + conn.in_pos);
-    Reject(conn, absl::StrCat("connection closed mid-frame: truncated frame, ",
-                              pending - kFrameHeaderBytes, " of ", length, " payload bytes"));
-  }
 }
 
 void ServerLoop::ProcessFrames(Connection& conn) {
@@ -335,11 +325,7 @@ void ServerLoop::Flush(Connection& conn) {
 
 void ServerLoop::UpdateInterest(Connection& conn) {
   uint32_t want = EPOLLRDHUP;
-  if (!conn.out.empty()) {
-    want |= EPOLLOUT;
-  } else if (!conn.parked) {
-    want |= EPOLLIN;
-  }
+  want |= conn.out.empty() ? EPOLLIN : EPOLLOUT;
   if (want == conn.events) return;
   epoll_event event{};
   event.events = want;
@@ -362,8 +348,7 @@ void ServerLoop::Reject(Connection& conn, absl::string_view why) {
 void ServerLoop::Close(Connection& conn) {
   if (conn.closed) return;
   Unpark(conn);
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
-  conn.fd.Reset();
+  conn.fd.Reset();  // closing the only descriptor of the socket takes it out of the epoll set
   conn.closed = true;
   --open_connections_;
   closed_.push_back(conn.id);
@@ -410,7 +395,10 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const std::strin
     return absl::InvalidArgumentError(absl::StrCat(
         "store server: max_connections must be at least 1; got ", options.max_connections));
   }
-  absl::StatusOr<TcpListener> listener = TcpListener::Listen(host, port);
+  // Every worker of a job connects at once: a queue as long as the kernel
+  // allows (net.core.somaxconn), or the burst's tail waits for SYN
+  // retransmits, a second and more each.
+  absl::StatusOr<TcpListener> listener = TcpListener::Listen(host, port, store_internal::kListenBacklog);
   if (!listener.ok()) {
     return Annotate(listener.status(),
                     absl::StrCat("store server: cannot listen on ", ToString({host, port})));
