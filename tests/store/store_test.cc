@@ -699,6 +699,23 @@ TEST_CASE("StoreServer: a client that hangs up while waiting is forgotten", "[st
   CHECK(store->Get("later", DeadlineIn(absl::Seconds(5))).value() == "x");
 }
 
+TEST_CASE("StoreServer: a request sent while another waits breaks the protocol: closed, logged", "[store]") {
+  auto server = StartServer();
+  StderrCapture capture;
+  UniqueFd raw = RawConnect(*server);
+  std::string fields;
+  PutStr(fields, "later");
+  PutI64(fields, 60000);
+  REQUIRE(SendAll(raw.get(), Bytes(Frame(Payload(1, 2, fields))), DeadlineIn(absl::Seconds(5))).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // parked by now
+  REQUIRE(SendAll(raw.get(), Bytes(Frame(Payload(1, 8))), DeadlineIn(absl::Seconds(5))).ok());  // NumKeys
+  CHECK(ClosedByServer(raw.get(), absl::Seconds(5)));
+  CHECK(absl::StrContains(capture.Finish(), "a request sent before the answer to the one waiting"));
+  auto store = ConnectTo(*server);  // everyone else is served on
+  REQUIRE(store->Set("later", "x").ok());
+  CHECK(store->Get("later", DeadlineIn(absl::Seconds(5))).value() == "x");
+}
+
 TEST_CASE("StoreServer: connections beyond max_connections are refused", "[store]") {
   auto server = StartServer({.max_connections = 2});
   auto first = ConnectTo(*server);
