@@ -66,6 +66,12 @@ absl::Status Set(Cluster& c, int line, absl::string_view key, absl::string_view 
   if (key == "message_overhead_us") return seconds(c.message_overhead_s);
   if (key == "intra_gbytes_per_s") return bandwidth(c.intra_bandwidth);
   if (key == "nic_gbytes_per_s") return bandwidth(c.nic_bandwidth);
+  if (key == "nic_peak_gbytes_per_s") return bandwidth(c.nic_peak_bandwidth);
+  if (key == "nic_burst_kbytes") {
+    absl::StatusOr<double> kb = Positive(line, key, value);
+    if (kb.ok()) c.nic_burst_bytes = *kb * 1024;
+    return kb.status();
+  }
   if (key == "reduce_gbytes_per_s") return bandwidth(c.reduce_bandwidth);
   if (key == "copy_gbytes_per_s") return bandwidth(c.copy_bandwidth);
   if (key == "oversubscription") {
@@ -116,6 +122,9 @@ absl::StatusOr<Cluster> ParseCluster(absl::string_view text) {
     const absl::string_view key = absl::StripAsciiWhitespace(line.substr(0, equals));
     const absl::string_view value = absl::StripAsciiWhitespace(line.substr(equals + 1));
     if (absl::Status status = Set(cluster, number, key, value); !status.ok()) return status;
+  }
+  if (cluster.nic_burst_bytes > 0 && cluster.nic_peak_bandwidth <= cluster.nic_bandwidth) {
+    return absl::InvalidArgumentError("cluster: nic_burst_kbytes needs nic_peak_gbytes_per_s above nic_gbytes_per_s");
   }
   if (cluster.nics_per_host > cluster.ranks_per_host) {
     return absl::InvalidArgumentError(absl::StrCat("cluster: nics_per_host ", cluster.nics_per_host,

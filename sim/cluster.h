@@ -9,6 +9,9 @@
 //   nics_per_host = 1             # local rank l sends through NIC l % nics
 //   nic_latency_us = 5
 //   nic_gbytes_per_s = 12.5       # each NIC, each way
+//   nic_burst_kbytes = 0          # a shaped link (tc's tbf): this many
+//   nic_peak_gbytes_per_s = 0     #   bytes pass at the peak rate when the
+//                                 #   link has been idle (0: no bucket)
 //   switch = "fat-tree"           # "flat" (one non-blocking switch),
 //                                 # "fat-tree" (leaves of hosts_per_leaf
 //                                 # hosts under a spine), "rails" (NIC i of
@@ -46,6 +49,8 @@ struct Cluster {
   int nics_per_host = 1;
   double nic_latency_s = 5e-6;
   double nic_bandwidth = 12.5e9;
+  double nic_burst_bytes = 0;
+  double nic_peak_bandwidth = 0;
   Switch fabric = Switch::kFatTree;
   int hosts_per_leaf = 32;
   double oversubscription = 1;
@@ -77,6 +82,8 @@ class Network {
   int host_of(int rank) const { return rank / cluster_.ranks_per_host; }
   size_t links() const { return bandwidth_.size(); }
   double link_bandwidth(int link) const { return bandwidth_[link]; }
+  // A NIC's token bucket (cluster.h's nic_burst_kbytes), 0 for other links.
+  double link_burst(int link) const { return link >= nic_base_ && link < up_base_ ? cluster_.nic_burst_bytes : 0; }
   Route RouteOf(int from, int to) const;
 
  private:

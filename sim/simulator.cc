@@ -21,6 +21,7 @@
 #include "collectives/programs/host_executor.h"
 #include "collectives/programs/program.h"
 #include "sim/compact_plan.h"
+#include "sim/engine.h"
 
 namespace braid::sim {
 namespace {
@@ -41,111 +42,9 @@ HostLayout LayoutOf(const Network& network) {
 }
 
 // A lane in the window of a frame: where it is and what its group waits for.
-struct Slot {
-  uint32_t lane = 0;
-  uint32_t pos = 0;
-  uint32_t end = 0;
-  uint32_t pending = 0;  // receives of the current group not yet arrived
-  double done = 0;       // when the current group's transfers are all done
-};
+}  // namespace
 
-// A plan being run by one rank: the collective's, or a hierarchical step's.
-struct Frame {
-  std::shared_ptr<const CompactPlan> plan;
-  std::vector<int> members;  // local index -> rank; empty: the whole group
-  int local = 0;
-  int size = 1;
-  // Whose messages: 0 the collective's plan's; 1 + level a step's. Each
-  // level is a transport of its own, matching messages in order.
-  uint32_t channel = 0;
-  uint32_t next_lane = 0;
-  uint32_t lanes_done = 0;
-  int parent_slot = -1;
-  Slot slots[kLaneWindow];
-
-  int Global(uint32_t offset) const {
-    const int peer = static_cast<int>((local + offset) % static_cast<uint32_t>(size));
-    return members.empty() ? peer : members[peer];
-  }
-};
-
-struct RankState {
-  std::vector<Frame> frames;  // [0] the collective's plan, [1] a step running
-  double compute_free = 0;
-  double finish = -1;
-};
-
-struct Event {
-  double time;
-  uint64_t seq;
-  uint32_t rank;
-  uint16_t depth;
-  uint16_t slot;
-  bool operator>(const Event& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
-};
-
-// Messages on one (receiver, sender, channel) in order: arrivals not yet
-// received, or receivers waiting (never both).
-struct Fifo {
-  struct Entry {
-    double arrival;
-    uint32_t rank;
-    uint16_t depth;
-    uint16_t slot;
-  };
-  absl::InlinedVector<Entry, 2> entries;
-  size_t head = 0;
-  bool waiters = false;
-};
-
-class Engine {
- public:
-  Engine(const Cluster& cluster, int ranks, const SimRequest& request, Algorithm algorithm, SimResult& result)
-      : cluster_(cluster), network_(cluster, ranks), request_(request), algorithm_(algorithm), result_(result),
-        element_size_(DTypeSize(request.dtype)), link_free_(network_.links(), 0), ranks_(ranks) {}
-
-  absl::Status Build();
-  absl::Status Run();
-
- private:
-  CollectiveArgs Args(CollectiveKind kind, size_t count, int root) const;
-  absl::StatusOr<std::shared_ptr<const CompactPlan>> PlanOf(Algorithm algorithm, const CollectiveArgs& args,
-                                                           int local, int size);
-  void Schedule(double time, uint32_t rank, int depth, int slot) {
-    events_.push({time, seq_++, rank, static_cast<uint16_t>(depth), static_cast<uint16_t>(slot)});
-  }
-  void StartFrame(uint32_t rank, double time);
-  void StartLane(uint32_t rank, int depth, int slot, double time);
-  absl::Status Advance(const Event& event);
-  void LaneDone(uint32_t rank, int depth, int slot, double time);
-  absl::Status EnterStep(uint32_t rank, int slot, const LevelStep& step, double time);
-  // A send posted at `time`: when its bytes have left; delivers the arrival.
-  double Send(int from, int to, uint32_t channel, uint64_t bytes, double time);
-  // A receive posted: the arrival, or -1 (the sender's Send wakes the slot).
-  double Receive(uint32_t rank, int depth, int slot, int from, uint32_t channel);
-  static uint64_t Key(int to, int from, uint32_t channel) {
-    return uint64_t(uint32_t(to)) << 47 | uint64_t(uint32_t(from)) << 30 | channel;
-  }
-  std::string Stuck() const;
-
-  const Cluster cluster_;
-  const Network network_;
-  const SimRequest request_;
-  const Algorithm algorithm_;
-  SimResult& result_;
-  const size_t element_size_;
-  std::vector<double> link_free_;
-  const int ranks_;
-  HostLayout layout_;
-  PlanStore store_;
-  std::map<std::tuple<int, int, size_t, int, int, int>, std::shared_ptr<const CompactPlan>> step_plans_;
-  std::map<std::pair<int, int>, std::unique_ptr<Selector>> level_selectors_;
-  std::vector<RankState> states_;
-  absl::flat_hash_map<uint64_t, Fifo> fifos_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  uint64_t seq_ = 0;
-  int finished_ = 0;
-};
+namespace engine_internal {
 
 CollectiveArgs Engine::Args(CollectiveKind kind, size_t count, int root) const {
   CollectiveArgs args;
@@ -229,53 +128,6 @@ void Engine::StartLane(uint32_t rank, int depth, int slot, double time) {
   s.end = frame.plan->lane_begin[s.lane + 1];
   s.pending = 0;
   Schedule(time, rank, depth, slot);
-}
-
-double Engine::Send(int from, int to, uint32_t channel, uint64_t bytes, double time) {
-  const Network::Route route = network_.RouteOf(from, to);
-  // Hop by hop: a hop starts once it is free and the previous hop has
-  // started (the switch buffers what waits), and cannot end before the
-  // previous hop has delivered the last byte.
-  double start = time + cluster_.message_overhead_s;
-  double end = start;
-  double left = 0;
-  for (int h = 0; h < route.hops; ++h) {
-    double& free = link_free_[route.links[h]];
-    start = std::max(start, free);
-    end = std::max(start + bytes / network_.link_bandwidth(route.links[h]), end);
-    free = end;
-    if (h == 0) left = end;
-  }
-  const double arrival = end + route.latency_s;
-  ++result_.messages;
-  result_.bytes_sent += bytes;
-  auto it = fifos_.find(Key(to, from, channel));
-  if (it != fifos_.end() && it->second.waiters) {
-    Fifo& fifo = it->second;
-    const Fifo::Entry waiter = fifo.entries[fifo.head++];
-    if (fifo.head == fifo.entries.size()) fifos_.erase(it);
-    Slot& s = states_[waiter.rank].frames[waiter.depth].slots[waiter.slot];
-    s.done = std::max(s.done, arrival);
-    if (--s.pending == 0) Schedule(s.done, waiter.rank, waiter.depth, waiter.slot);
-  } else {
-    Fifo& fifo = fifos_[Key(to, from, channel)];
-    fifo.entries.push_back({arrival, 0, 0, 0});
-  }
-  return left;
-}
-
-double Engine::Receive(uint32_t rank, int depth, int slot, int from, uint32_t channel) {
-  auto it = fifos_.find(Key(rank, from, channel));
-  if (it != fifos_.end() && !it->second.waiters) {
-    Fifo& fifo = it->second;
-    const double arrival = fifo.entries[fifo.head++].arrival;
-    if (fifo.head == fifo.entries.size()) fifos_.erase(it);
-    return arrival;
-  }
-  Fifo& fifo = fifos_[Key(rank, from, channel)];
-  fifo.waiters = true;
-  fifo.entries.push_back({0, rank, static_cast<uint16_t>(depth), static_cast<uint16_t>(slot)});
-  return -1;
 }
 
 absl::Status Engine::Advance(const Event& event) {
@@ -411,7 +263,8 @@ std::string Engine::Stuck() const {
   return "braid_sim: no rank finished";
 }
 
-}  // namespace
+}  // namespace engine_internal
+
 
 TransportCaps CapsFor(const Cluster& cluster, int ranks) {
   const Network network(cluster, ranks);
@@ -434,7 +287,7 @@ absl::StatusOr<SimResult> Simulate(const Cluster& cluster, int ranks, const SimR
   if (ranks < 1 || ranks >= (1 << 17)) return absl::InvalidArgumentError(absl::StrCat("braid_sim: ranks ", ranks));
   SimResult result;
   BRAID_ASSIGN_OR_RETURN(result.algorithm, Choose(cluster, ranks, request));
-  Engine engine(cluster, ranks, request, result.algorithm, result);
+  engine_internal::Engine engine(cluster, ranks, request, result.algorithm, result);
   BRAID_RETURN_IF_ERROR(engine.Build());
   BRAID_RETURN_IF_ERROR(engine.Run());
   return result;

@@ -52,6 +52,8 @@ TEST_CASE("the cluster file: keys, units, defaults and errors naming the line") 
   CHECK_FALSE(ParseCluster("nic_gbytes_per_s = 0").ok());
   CHECK_FALSE(ParseCluster("ranks_per_host = 2\nnics_per_host = 4").ok());
   CHECK_FALSE(ParseCluster("oversubscription = 0.5").ok());
+  CHECK_FALSE(ParseCluster("nic_burst_kbytes = 256").ok());  // a bucket needs a peak rate above the rate
+  CHECK(ParseCluster("nic_burst_kbytes = 256\nnic_peak_gbytes_per_s = 100").ok());
   CHECK_FALSE(ParseCluster("ranks_per_host").ok());
 }
 
@@ -101,6 +103,25 @@ TEST_CASE("the ring at 1024 ranks is the alpha-beta model NCCL tunes with") {
   const double model = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / beta;
   CHECK(r->seconds == Approx(model).epsilon(0.001));
   CHECK(r->messages == uint64_t{2} * n * (n - 1));
+}
+
+TEST_CASE("a shaped link's token bucket: a burst at the peak rate, then the rate") {
+  const double alpha = 10e-6;
+  const double rate = 1e9;
+  Cluster c = AlphaBeta(alpha, rate);
+  c.nic_burst_bytes = 512 << 10;
+  c.nic_peak_bandwidth = 10 * rate;
+  // Two ranks, 512 KiB: each sends 256 KiB twice, the bucket covering both.
+  const absl::StatusOr<SimResult> fits = Simulate(c, 2, AllReduce(512 << 10, Algorithm::kRing));
+  REQUIRE(fits.ok());
+  CHECK(fits->seconds == Approx(2 * (alpha + (256 << 10) / (10 * rate))).epsilon(1e-6));
+  // 2 MiB: the first 512 KiB at the peak, the rest at the rate.
+  const absl::StatusOr<SimResult> over = Simulate(c, 2, AllReduce(2 << 20, Algorithm::kRing));
+  const absl::StatusOr<SimResult> plain = Simulate(AlphaBeta(alpha, rate), 2, AllReduce(2 << 20, Algorithm::kRing));
+  REQUIRE(over.ok());
+  REQUIRE(plain.ok());
+  CHECK(over->seconds < plain->seconds);
+  CHECK(over->seconds > plain->seconds - (512 << 10) / rate);
 }
 
 TEST_CASE("recursive halving-doubling: log2 n steps each way, halving the bytes") {
