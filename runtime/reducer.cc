@@ -51,6 +51,10 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
                                                      ") must be a defined, contiguous tensor"));
     }
   }
+  if (options.comm != nullptr && !options.comm->member()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "this rank is not in the subgroup '", options.comm->name(),
+                                                   "' given as ReducerOptions::comm"));
+  }
   BRAID_ASSIGN_OR_RETURN(const absl::Duration timeout, ResolveTimeout(options.timeout, group.timeout()));
   std::unique_ptr<Reducer> reducer(new Reducer(group, std::move(gradients), std::move(options), timeout));
   BRAID_RETURN_IF_ERROR(reducer->CheckRanksAgree());
@@ -62,6 +66,11 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
 }
 
 absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Recover(ProcessGroup& group) const {
+  if (options_.comm != nullptr) {
+    return absl::UnimplementedError(absl::StrCat("rank ", group.rank(), ": reducer: one on the subgroup '",
+                                                 comm_.name(), "' does not recover; make the subgroup of the ",
+                                                 "regrouped ranks and a new reducer on it"));
+  }
   std::vector<Tensor> gradients;
   for (const Variable& var : vars_) gradients.push_back(var.grad);
   return Create(group, std::move(gradients), options_);
@@ -69,9 +78,9 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Recover(ProcessGroup& group) c
 
 Reducer::Reducer(ProcessGroup& group, std::vector<Tensor> gradients, ReducerOptions options, absl::Duration timeout)
     : group_(group),
-      comm_(group.comm()),
-      rank_(group.rank()),
-      size_(group.size()),
+      comm_(options.comm != nullptr ? *options.comm : group.comm()),
+      rank_(comm_.rank()),
+      size_(comm_.size()),
       options_(std::move(options)),
       timeout_(timeout),
       hook_(options_.comm_hook ? options_.comm_hook : AllReduceHook()) {

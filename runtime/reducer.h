@@ -94,6 +94,13 @@ struct ReducerOptions {
   // CUDA bucket goes to the group's CommFor(device) (NCCL, or host staging
   // where there is none). Null: the group's.
   Communicator* device_comm = nullptr;
+  // Data-parallel over a subgroup of the group's communicator (its Split or
+  // NewGroup: the replicas of one shard of a sharded model): the buckets'
+  // all-reduces, the averaging (by the subgroup's size) and the check that
+  // ranks agree run there. Must outlive the reducer. Null: the group's own.
+  // A CUDA bucket on a subgroup needs a device_comm of that subgroup; a
+  // reducer on a subgroup does not Recover.
+  Communicator* comm = nullptr;
   // The stream backward writes the gradients on (torch's current stream);
   // null: the device's default stream. On a stream communicator MarkReady
   // copies a gradient into its bucket on it, the bucket's all-reduce waits

@@ -68,7 +68,7 @@ absl::Status Reducer::CheckRanksAgree() {
 
   // Publish this rank's description in the store and compare with rank 0's
   // (rank 0 with the first rank that differs), naming the first difference.
-  const std::string prefix = absl::StrCat("braid/reducer/", instance, "/rank");
+  const std::string prefix = absl::StrCat("braid/reducer/", comm_.name(), "/", instance, "/rank");
   BRAID_RETURN_IF_ERROR(group_.store().Set(absl::StrCat(prefix, rank_), text));
   int other = 0;
   if (rank_ == 0) {
@@ -163,6 +163,11 @@ absl::StatusOr<Communicator*> Reducer::CommForDevice(Device device) {
   Communicator* device_comm = options_.device_comm;
   if (device_comm != nullptr && device_comm->on_streams() && device_comm->device_runtime()->device() == device) {
     return device_comm;
+  }
+  if (device.is_cuda() && options_.comm != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": reducer: a ", ToString(device), " bucket on the subgroup '", comm_.name(),
+        "' needs ReducerOptions::device_comm, a communicator of that subgroup on ", ToString(device)));
   }
   if (device.is_cuda()) return group_.CommFor(device);
   return &comm_;

@@ -182,6 +182,43 @@ TEST_CASE("Reducer: averaged gradients equal the reference, 1-4 ranks, mixed dty
   }));
 }
 
+TEST_CASE("Reducer: data-parallel over a subgroup: each shard's replicas average among themselves",
+          "[runtime][reducer]") {
+  // 4 ranks: 2 shards of a model, each replicated twice. Shard s lives on
+  // ranks s and s + 2; the replicas of a shard reduce over their subgroup.
+  REQUIRE_ALL_OK(RunGroup(4, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
+    const int rank = ctx.rank();
+    const int shard = rank % 2;
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> replicas,
+                           group.Split(shard, rank, absl::StrCat("shard", shard)));
+    BRAID_ASSIGN_OR_RETURN(Grads grads, Grads::Make(kMixedSpecs));
+    ReducerOptions options;
+    options.comm = replicas.get();
+    options.bucket_cap_mb = 3000.0 / (1 << 20);
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Reducer> reducer, Reducer::Create(group, grads.tensors, options));
+    const int p = reducer->num_parameters();
+    for (int it = 0; it < 2; ++it) {
+      BRAID_RETURN_IF_ERROR(reducer->PrepareForBackward());
+      for (int i = 0; i < p; ++i) {
+        Fill(reducer->gradient(i), [&](int64_t k) { return Value(rank, i, k, it); });
+        BRAID_RETURN_IF_ERROR(reducer->MarkReady(i));
+      }
+      BRAID_RETURN_IF_ERROR(reducer->Finalize());
+      for (int i = 0; i < p; ++i) {
+        BRAID_RETURN_IF_ERROR(Expect(rank, i, reducer->gradient(i), [&](int64_t k) {
+          const double avg = (Value(shard, i, k, it) + Value(shard + 2, i, k, it)) / 2;
+          return kMixedSpecs[static_cast<size_t>(i)].second == DType::kI32 ? std::trunc(avg) : avg;
+        }));
+      }
+    }
+    absl::StatusOr<std::unique_ptr<Reducer>> recovered = reducer->Recover(group);
+    if (recovered.status().code() != absl::StatusCode::kUnimplemented) {
+      return Fail(rank, absl::StrCat("Recover on a subgroup: ", recovered.status().ToString()));
+    }
+    return absl::OkStatus();
+  }));
+}
+
 TEST_CASE("Reducer: buckets by dtype in reverse order with a small first bucket; rebuilt in rank 0's order",
           "[runtime][reducer]") {
   REQUIRE_ALL_OK(RunGroup(2, [&](RankContext& ctx, ProcessGroup& group) -> absl::Status {
