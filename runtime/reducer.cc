@@ -52,8 +52,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
     }
   }
   if (options.comm != nullptr && !options.comm->member()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "this rank is not in the subgroup '", options.comm->name(),
-                                                   "' given as ReducerOptions::comm"));
+    return absl::InvalidArgumentError(absl::StrCat(where, "not a member of ReducerOptions::comm, ", options.comm->name()));
   }
   BRAID_ASSIGN_OR_RETURN(const absl::Duration timeout, ResolveTimeout(options.timeout, group.timeout()));
   std::unique_ptr<Reducer> reducer(new Reducer(group, std::move(gradients), std::move(options), timeout));
@@ -63,17 +62,6 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(ProcessGroup& group, st
   BRAID_RETURN_IF_ERROR(reducer->BuildBuckets(reducer->ComputeBuckets(order)));
   reducer->completion_ = std::thread([r = reducer.get()] { r->CompletionLoop(); });
   return reducer;
-}
-
-absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Recover(ProcessGroup& group) const {
-  if (options_.comm != nullptr) {
-    return absl::UnimplementedError(absl::StrCat("rank ", group.rank(), ": reducer: one on the subgroup '",
-                                                 comm_.name(), "' does not recover; make the subgroup of the ",
-                                                 "regrouped ranks and a new reducer on it"));
-  }
-  std::vector<Tensor> gradients;
-  for (const Variable& var : vars_) gradients.push_back(var.grad);
-  return Create(group, std::move(gradients), options_);
 }
 
 Reducer::Reducer(ProcessGroup& group, std::vector<Tensor> gradients, ReducerOptions options, absl::Duration timeout)

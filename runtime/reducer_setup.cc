@@ -1,5 +1,5 @@
 // The reducer's construction (every rank's agreement, the bucket layout and
-// its rebuild) and BroadcastParameters: reducer.h.
+// its rebuild), Recover and BroadcastParameters: reducer.h.
 #include <algorithm>
 #include <atomic>
 #include <utility>
@@ -321,6 +321,16 @@ absl::Status Reducer::BroadcastParameters(ProcessGroup& group, absl::Span<const 
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Recover(ProcessGroup& group) const {
+  if (options_.comm != nullptr) {
+    return absl::UnimplementedError(absl::StrCat("rank ", group.rank(), ": reducer: one on the subgroup '", comm_.name(),
+                                                 "' does not recover: split the regrouped ranks, make a new one"));
+  }
+  std::vector<Tensor> gradients;
+  for (const Variable& var : vars_) gradients.push_back(var.grad);
+  return Create(group, std::move(gradients), options_);
 }
 
 }  // namespace braid
