@@ -49,6 +49,52 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectStore(const WorkerEnv& env, const 
   return std::shared_ptr<Store>(std::make_shared<PrefixStore>(env.store_prefix, base));
 }
 
+// The store a new epoch's group is built over: a wait on it ends with
+// kAborted once the epoch is revoked (a member died while the group was
+// built, and its agent revoked the epoch being formed), within a slice,
+// rather than at the timeout.
+class RevocableStore : public Store {
+ public:
+  RevocableStore(std::shared_ptr<Store> inner, std::shared_ptr<Store> membership, int64_t epoch)
+      : inner_(std::move(inner)), membership_(std::move(membership)), epoch_(epoch) {}
+
+  absl::Status Set(absl::string_view key, absl::string_view value) override { return inner_->Set(key, value); }
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override { return inner_->Add(key, delta); }
+  absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+                                         absl::string_view desired) override {
+    return inner_->CompareSet(key, expected, desired);
+  }
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override { return inner_->Check(keys); }
+  absl::StatusOr<bool> Delete(absl::string_view key) override { return inner_->Delete(key); }
+  absl::StatusOr<int64_t> NumKeys() override { return inner_->NumKeys(); }
+  absl::StatusOr<std::string> Get(absl::string_view key, Deadline deadline) override {
+    while (true) {
+      absl::StatusOr<std::string> value = inner_->Get(key, std::min(deadline, DeadlineIn(kWatchSlice)));
+      if (!absl::IsDeadlineExceeded(value.status()) || Expired(deadline)) return value;
+      BRAID_RETURN_IF_ERROR(Revoked());
+    }
+  }
+  absl::Status Wait(absl::Span<const std::string> keys, Deadline deadline) override {
+    while (true) {
+      const absl::Status waited = inner_->Wait(keys, std::min(deadline, DeadlineIn(kWatchSlice)));
+      if (!absl::IsDeadlineExceeded(waited) || Expired(deadline)) return waited;
+      BRAID_RETURN_IF_ERROR(Revoked());
+    }
+  }
+
+ private:
+  absl::Status Revoked() {
+    BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> cause,
+                           GetIfSet(*membership_, membership::RevokedKey(epoch_)));
+    if (!cause.has_value()) return absl::OkStatus();
+    return absl::AbortedError(absl::StrCat("epoch ", epoch_, " revoked while its group was built: ", *cause));
+  }
+
+  const std::shared_ptr<Store> inner_;
+  const std::shared_ptr<Store> membership_;
+  const int64_t epoch_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ElasticGroup>> ElasticGroup::Create(const WorkerEnv& env, ElasticOptions options) {
@@ -250,7 +296,8 @@ absl::Status ElasticGroup::Build(int64_t epoch, std::vector<Member> members) {
   env.store_prefix.clear();
   env.under_mpirun = false;
   ProcessGroupOptions options = options_.group;
-  options.store = std::make_shared<PrefixStore>(absl::StrCat("elastic/e", epoch, "/group"), store_);
+  options.store = std::make_shared<RevocableStore>(
+      std::make_shared<PrefixStore>(absl::StrCat("elastic/e", epoch, "/group"), store_), store_, epoch);
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, ProcessGroup::Create(env, std::move(options)));
   SetLogRank(id_);  // logs keep the launch rank: the id the others know
   MutexLock lock(&mu_);

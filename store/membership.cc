@@ -89,10 +89,13 @@ absl::Status DeclareDead(Store& store, int id, absl::string_view token, absl::st
   if (!status.ok()) return status;
   absl::StatusOr<int64_t> latest = Latest(store);
   if (!latest.ok()) return latest.status();
-  for (int64_t epoch = std::max<int64_t>(0, *latest); epoch <= *latest + 1; ++epoch) {
+  // Every decided epoch from the newest built one on: those past it are
+  // being built (or failed to be), and a member of one must not be waited for.
+  for (int64_t epoch = std::max<int64_t>(0, *latest);; ++epoch) {
     bool decided = false;
     absl::StatusOr<std::vector<Member>> members = MembersIfDecided(store, epoch, &decided);
     if (!members.ok()) return members.status();
+    if (!decided) break;
     for (const Member& m : *members) {
       if (m.id == id && m.token == token) {
         absl::StatusOr<std::string> revoked =

@@ -69,8 +69,8 @@ absl::StatusOr<std::vector<Member>> MembersIfDecided(Store& store, int64_t epoch
 absl::StatusOr<std::string> Revoke(Store& store, int64_t epoch, absl::string_view cause);
 
 // The agent's half when one of its workers dies: records the death (so the
-// survivors do not wait for it) and revokes the newest epoch, and the one
-// being formed after it, wherever that process is a member.
+// survivors do not wait for it) and revokes the newest built epoch, and every
+// decided one after it (being built), wherever that process is a member.
 absl::Status DeclareDead(Store& store, int id, absl::string_view token, absl::string_view how);
 
 }  // namespace braid::membership

@@ -178,6 +178,28 @@ TEST_CASE("elastic: a death during the regroup starts the next epoch", "[elastic
   RequireDone(exits[2], "0,2");
 }
 
+TEST_CASE("elastic: a member that dies while the group is built is found at once, not at the timeout",
+          "[elastic]") {
+  // A timeout of 30 s: the survivors must not wait for it. A member of
+  // epoch 1 that never builds it: a check-in for id 2 by a process ("ghost")
+  // that then dies, its death declared as its agent would.
+  Job job(3, "30");
+  job.StartAll();
+  job.AwaitKey(membership::MembersKey(0));
+  const membership::Member ghost{2, "ghost:1", HostName()};
+  REQUIRE(job.store().Set(membership::CheckInKey(1, 2), membership::EncodeCheckIn(ghost)).ok());
+  job.Kill(2);
+  job.AwaitKey(membership::MembersKey(1));
+  absl::SleepFor(absl::Milliseconds(500));  // the survivors wait in the build for the ghost
+  const absl::Time died = absl::Now();
+  REQUIRE(membership::DeclareDead(job.store(), 2, ghost.token, "signal SIGKILL (9)").ok());
+  job.AwaitKey(membership::MembersKey(2), absl::Seconds(25));
+  CHECK(absl::Now() - died < absl::Seconds(10));
+  const std::vector<ProcessExit> exits = job.Wait(absl::Seconds(60));
+  RequireDone(exits[0], "0,1");
+  RequireDone(exits[1], "0,1");
+}
+
 TEST_CASE("elastic: a replacement joins the running group and gets its state", "[elastic]") {
   Job job(4);
   job.StartAll({"--rounds=60"});
