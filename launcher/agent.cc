@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,7 @@ absl::StatusOr<std::string> Agent::Master(const RendezvousResult& members) {
     return absl::StrCat(addr, ":", o_.master_port > 0 ? o_.master_port : kDefaultMasterPort);
   }
   if (o_.master_port > 0) {
-    if (members.node_rank == 0) {
+    if (members.node_rank == 0 && members.incarnation == 0) {
       // Rank 0 of a PyTorch script will bind it (on every interface): say
       // now, by name, if something already holds it.
       absl::StatusOr<TcpListener> probe = TcpListener::Listen("0.0.0.0", static_cast<uint16_t>(o_.master_port));
@@ -98,7 +99,7 @@ absl::StatusOr<std::string> Agent::Master(const RendezvousResult& members) {
     }
     return absl::StrCat(addr, ":", o_.master_port);
   }
-  if (members.node_rank == 0) {
+  if (members.node_rank == 0 && members.incarnation == 0) {
     // A fresh free port per round, so two jobs (or two rounds) never collide.
     BRAID_ASSIGN_OR_RETURN(uint16_t port, FreePort(single ? addr : members.nodes[0].addr));
     const std::string master = absl::StrCat(addr, ":", port);
@@ -123,6 +124,8 @@ absl::StatusOr<std::vector<WorkerSpec>> Agent::Specs(const RendezvousResult& mem
   SetEnvVar(base, launch_env::kMasterAddr, master.substr(0, colon));
   SetEnvVar(base, launch_env::kMasterPort, master.substr(colon + 1));
   SetEnvVar(base, launch_env::kRestartCount, absl::StrCat(restarts_));
+  // A node's next incarnation: its workers join the running group.
+  if (members.incarnation > 0) SetEnvVar(base, launch_env::kJoinRunning, "1");
   SetEnvVar(base, launch_env::kMaxRestarts, absl::StrCat(o_.max_restarts));
   SetEnvVar(base, launch_env::kRunId, run_id_);
   // braid's store does not speak PyTorch's protocol: PyTorch hosts its own.
@@ -206,7 +209,29 @@ bool Agent::Replace(WorkerGroup& group, const RendezvousResult& members, Replace
   return true;
 }
 
-Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy* replace) {
+std::optional<Outcome> Agent::CheckRound(const RendezvousResult& members, NodeLiveness& liveness,
+                                        ReplacePolicy* replace) {
+  absl::StatusOr<std::string> reason = rdzv_->RestartReason(members.round);
+  if (!reason.ok()) {
+    stop_reason_ = absl::StrCat("lost the rendezvous store at ", ToString(store_.address), ": ",
+                                reason.status().message());
+    return Outcome::kStoreLost;
+  }
+  if (!reason->empty()) {
+    stop_reason_ = *reason;
+    return Outcome::kRemoteRestart;
+  }
+  if (absl::Status watched = Watch(members, liveness, replace); !watched.ok()) {
+    stop_reason_ = absl::IsCancelled(watched) ? std::string(watched.message())
+                                              : absl::StrCat("lost the rendezvous store at ", ToString(store_.address),
+                                                             ": ", watched.message());
+    return absl::IsCancelled(watched) ? Outcome::kLost : Outcome::kStoreLost;
+  }
+  return std::nullopt;
+}
+
+Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members, NodeLiveness& liveness,
+                       ReplacePolicy* replace) {
   absl::Time next_check = absl::Now();
   while (true) {
     absl::StatusOr<WorkerEvents> events = group.Poll(std::max(next_check, absl::Now()));
@@ -248,16 +273,7 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members, Repl
     if (group.running() == 0) return Outcome::kSucceeded;
     if (absl::Now() < next_check) continue;
     next_check = absl::Now() + o_.monitor_interval;
-    absl::StatusOr<std::string> reason = rdzv_->RestartReason(members.round);
-    if (!reason.ok()) {
-      stop_reason_ = absl::StrCat("lost the rendezvous store at ", ToString(store_.address), ": ",
-                                  reason.status().message());
-      return Outcome::kStoreLost;
-    }
-    if (!reason->empty()) {
-      stop_reason_ = *reason;
-      return Outcome::kRemoteRestart;
-    }
+    if (std::optional<Outcome> ended = CheckRound(members, liveness, replace)) return *ended;
     if (replace != nullptr) {
       // The survivors' verdicts: a live worker they left out (killed here,
       // its exit is replaced above), or too few ranks left for recovery in place.

@@ -4,6 +4,7 @@
 #define BRAID_LAUNCHER_AGENT_INTERNAL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "base/fd.h"
 #include "launcher/job_store.h"
+#include "launcher/node_liveness.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous.h"
 #include "launcher/replace_policy.h"
@@ -28,7 +30,8 @@ void Say(const std::string& line);
 std::string RandomId();
 void RemoveTree(const std::string& path);
 
-enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kMembershipChange, kSignal, kStoreLost };
+// kLost: the other agents declared this node lost (it missed heartbeats).
+enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kMembershipChange, kSignal, kStoreLost, kLost };
 
 class Agent {
  public:
@@ -45,11 +48,23 @@ class Agent {
   Next Round(int& after_round, int& exit_code);
   // This node's workers succeeded: waits for the other nodes' (a failure
   // there restarts every node's).
-  Next Succeeded(const RendezvousResult& members, int& after_round, int& exit_code);
+  Next Succeeded(const RendezvousResult& members, NodeLiveness& liveness, ReplacePolicy* replace, int& after_round,
+                 int& exit_code);
   absl::StatusOr<std::vector<WorkerSpec>> Specs(const RendezvousResult& members, const std::string& master);
   absl::StatusOr<std::string> Master(const RendezvousResult& members);
   // `replace`: null under --restart-policy=all.
-  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy* replace);
+  Outcome Monitor(WorkerGroup& group, const RendezvousResult& members, NodeLiveness& liveness,
+                  ReplacePolicy* replace);
+  // The heartbeat (NodeLiveness::Tick), and what this agent does about a node
+  // it declared lost: its workers declared dead under `replace`, else a
+  // restart of the round. kCancelled when this node was declared lost.
+  absl::Status Watch(const RendezvousResult& members, NodeLiveness& liveness, ReplacePolicy* replace);
+  // A signal of --signals-to-handle arrived (it is in signal_): rendezvous
+  // and the store's connection ask between their waits.
+  bool Interrupted();
+  // Monitor's look at the round: a restart asked for, the store lost, this
+  // node declared lost (and the heartbeat, Watch). nullopt: go on.
+  std::optional<Outcome> CheckRound(const RendezvousResult& members, NodeLiveness& liveness, ReplacePolicy* replace);
   bool Replace(WorkerGroup& group, const RendezvousResult& members, ReplacePolicy& policy, const WorkerExit& exit);
   void Report(const RendezvousResult& members);
   std::string AttemptDir(int round, int global_rank) const;

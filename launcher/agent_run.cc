@@ -1,6 +1,8 @@
 // The agent's job, round by round: set up, then rendezvous rounds until the
 // workers succeed everywhere, a signal comes, or no restart is left.
 #include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/auth.h"
 #include "base/deadline.h"
@@ -41,7 +44,8 @@ absl::Status Agent::SetUp() {
   absl::StatusOr<JobSecret> secret = SetUpSecret(o_, &warning);
   if (!warning.empty()) Say(warning);
   BRAID_RETURN_IF_ERROR(secret.status());
-  BRAID_ASSIGN_OR_RETURN(store_, OpenStore(o_, *secret, DeadlineIn(o_.join_timeout)));
+  BRAID_ASSIGN_OR_RETURN(store_,
+                         OpenStore(o_, *secret, DeadlineIn(o_.join_timeout), [this] { return Interrupted(); }));
 
   RendezvousSpec spec;
   spec.run_id = run_id_;
@@ -50,6 +54,8 @@ absl::Status Agent::SetUp() {
   spec.static_node_rank = o_.rdzv_backend == "static" ? o_.node_rank : -1;
   spec.join_timeout = o_.join_timeout;
   spec.last_call_timeout = o_.last_call_timeout;
+  spec.take_vacant_slot = o_.restart_policy == RestartPolicy::kReplace && o_.rdzv_backend == "c10d";
+  spec.interrupted = [this] { return Interrupted(); };
   spec.self.nproc = o_.nproc_per_node;
   if (!o_.local_addr.empty()) {
     spec.self.addr = o_.local_addr;
@@ -62,13 +68,49 @@ absl::Status Agent::SetUp() {
   return absl::OkStatus();
 }
 
-Agent::Next Agent::Succeeded(const RendezvousResult& members, int& after_round, int& exit_code) {
+bool Agent::Interrupted() {
+  signalfd_siginfo info{};
+  while (signal_ == 0 && read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    if (info.ssi_signo != SIGCHLD) signal_ = static_cast<int>(info.ssi_signo);
+  }
+  return signal_ != 0;
+}
+
+absl::Status Agent::Watch(const RendezvousResult& members, NodeLiveness& liveness, ReplacePolicy* replace) {
+  BRAID_ASSIGN_OR_RETURN(const std::vector<LostNode> lost, liveness.Tick());
+  for (const LostNode& node : lost) {
+    const int nproc = members.nodes[static_cast<size_t>(node.node)].nproc;
+    int first = 0;
+    for (int i = 0; i < node.node; ++i) first += members.nodes[static_cast<size_t>(i)].nproc;
+    (void)rdzv_->RecordFailure(members.round, {absl::Now(), first, 0, members.nodes[static_cast<size_t>(node.node)].addr,
+                                               absl::StrCat("node lost: ", node.why), ""});
+    if (replace == nullptr) {
+      BRAID_RETURN_IF_ERROR(rdzv_->RequestRestart(members.round, node.why).status());
+      continue;
+    }
+    Say(absl::StrCat(node.why, ": its workers (ranks ", first, "-", first + nproc - 1,
+                     ") are declared dead and the others go on without them (--restart-policy=replace); ",
+                     "an agent that comes back takes its place"));
+    BRAID_RETURN_IF_ERROR(replace->DeclareLost(first, nproc, absl::StrCat("node lost: ", node.why)));
+  }
+  return absl::OkStatus();
+}
+
+Agent::Next Agent::Succeeded(const RendezvousResult& members, NodeLiveness& liveness, ReplacePolicy* replace,
+                             int& after_round, int& exit_code) {
   (void)rdzv_->MarkDone(members.round, members.node_rank);
   // Every node stays until every node is done: the store's host because
   // the others need the store, and all of them because a node that fails
   // later restarts the whole group, this node's workers included.
-  absl::Status all =
-      members.nodes.size() > 1 ? rdzv_->WaitAllDone(members, DeadlineIn(o_.join_timeout)) : absl::OkStatus();
+  absl::Status all = members.nodes.size() > 1
+                         ? rdzv_->WaitAllDone(
+                               members, liveness, [&] { return Watch(members, liveness, replace); },
+                               DeadlineIn(o_.join_timeout))
+                         : absl::OkStatus();
+  if (absl::IsCancelled(all)) {
+    Say(absl::StrCat("this node's workers succeeded, but ", all.message()));
+    return Next::kStop;
+  }
   if (absl::IsAborted(all)) {
     stop_reason_ = std::string(all.message());
     if (!absl::StartsWith(stop_reason_, kShutdownPrefix) && restarts_ < o_.max_restarts) {
@@ -94,9 +136,23 @@ Agent::Next Agent::Succeeded(const RendezvousResult& members, int& after_round, 
 
 Agent::Next Agent::Round(int& after_round, int& exit_code) {
   absl::StatusOr<RendezvousResult> members = rdzv_->Join(after_round);
+  if (!members.ok() && signal_ != 0) {
+    Say(absl::StrCat("received SIG", sigabbrev_np(signal_), " in rendezvous: leaving the job"));
+    exit_code = 128 + signal_;
+    return Next::kStop;
+  }
   if (!members.ok()) {
     Say(std::string(members.status().message()));
     return Next::kStop;
+  }
+  std::vector<std::string> addrs;
+  for (const NodeInfo& node : members->nodes) addrs.push_back(node.addr);
+  NodeLiveness liveness(rdzv_->store(), members->round, static_cast<int>(members->nodes.size()), members->node_rank,
+                        members->incarnation, std::move(addrs),
+                        KeepAlive{o_.keep_alive_interval, o_.keep_alive_max_attempt});
+  if (members->incarnation > 0) {
+    Say(absl::StrCat("node ", members->node_rank, " of round ", members->round, " was lost: this agent takes its ",
+                     "place (incarnation ", members->incarnation, "), its workers join the running group"));
   }
   absl::StatusOr<std::string> master = Master(*members);
   absl::StatusOr<std::vector<WorkerSpec>> specs =
@@ -117,8 +173,8 @@ Agent::Next Agent::Round(int& after_round, int& exit_code) {
   }
   local_failures_.clear();
   replaced_failures_.clear();
-  const Outcome outcome = Monitor(**group, *members, replace.get());
-  if (outcome == Outcome::kSucceeded) return Succeeded(*members, after_round, exit_code);
+  const Outcome outcome = Monitor(**group, *members, liveness, replace.get());
+  if (outcome == Outcome::kSucceeded) return Succeeded(*members, liveness, replace.get(), after_round, exit_code);
   if (outcome == Outcome::kSignal) {
     Say(absl::StrCat("received SIG", sigabbrev_np(signal_), ": forwarding it to the workers (SIGKILL after ",
                      absl::FormatDuration(o_.shutdown_timeout), ", --shutdown-timeout)"));
@@ -147,7 +203,7 @@ Agent::Next Agent::Round(int& after_round, int& exit_code) {
     Say(absl::StrCat("a node is waiting to join: restarting the group (round ", members->round + 1, ")"));
     return Next::kAgain;
   }
-  if (outcome == Outcome::kStoreLost || absl::StartsWith(stop_reason_, kShutdownPrefix) ||
+  if (outcome == Outcome::kStoreLost || outcome == Outcome::kLost || absl::StartsWith(stop_reason_, kShutdownPrefix) ||
       restarts_ >= o_.max_restarts) {
     Report(*members);
     return Next::kStop;
@@ -159,8 +215,9 @@ Agent::Next Agent::Round(int& after_round, int& exit_code) {
 
 int Agent::Run() {
   if (absl::Status set_up = SetUp(); !set_up.ok()) {
-    Say(std::string(set_up.message()));
-    return 1;
+    Say(signal_ != 0 ? absl::StrCat("received SIG", sigabbrev_np(signal_), " before rendezvous: leaving the job")
+                     : std::string(set_up.message()));
+    return signal_ != 0 ? 128 + signal_ : 1;
   }
   int exit_code = 1;
   int after_round = -1;

@@ -109,6 +109,12 @@ absl::Status SetRdzvConf(LaunchOptions& o, const std::string& value) {
       BRAID_ASSIGN_OR_RETURN(o.join_timeout, ParseSeconds(flag, kv.second));
     } else if (key == "last_call_timeout") {
       BRAID_ASSIGN_OR_RETURN(o.last_call_timeout, ParseSeconds(flag, kv.second));
+    } else if (key == "keep_alive_interval") {
+      BRAID_ASSIGN_OR_RETURN(o.keep_alive_interval, ParseSeconds(flag, kv.second));
+    } else if (key == "keep_alive_max_attempt") {
+      if (!absl::SimpleAtoi(kv.second, &o.keep_alive_max_attempt) || o.keep_alive_max_attempt < 1) {
+        return Bad(flag, kv.second, "expected a whole number >= 1");
+      }
     } else if (key == "close_timeout" || key == "read_timeout") {
       BRAID_ASSIGN_OR_RETURN(o.close_timeout, ParseSeconds(flag, kv.second));
     } else if (key == "is_host") {
@@ -122,7 +128,8 @@ absl::Status SetRdzvConf(LaunchOptions& o, const std::string& value) {
       }
     } else {
       return Bad("--rdzv-conf", std::string(item),
-                 "unknown key (known: join_timeout, last_call_timeout, close_timeout, read_timeout, is_host)");
+                 "unknown key (known: join_timeout, last_call_timeout, keep_alive_interval, "
+                 "keep_alive_max_attempt, close_timeout, read_timeout, is_host)");
     }
   }
   return absl::OkStatus();
@@ -185,7 +192,10 @@ std::vector<LaunchFlag> JobShapeFlags() {
      }},
     {{"--rdzv-conf"}, true, "K=V,...",
      "Rendezvous settings in seconds: join_timeout (600; also how long the agent hosting the store "
-     "keeps it up for nodes still running after its own workers finished), last_call_timeout (30); "
+     "keeps it up for nodes still running after its own workers finished), last_call_timeout (30), "
+     "keep_alive_interval (5) and keep_alive_max_attempt (3: a node whose agent misses that many "
+     "heartbeats in a row is lost; under --restart-policy=replace the survivors go on without its "
+     "workers and an agent that comes back takes its place); "
      "is_host=true|false forces hosting the store or not. close_timeout and read_timeout are accepted "
      "for torchrun compatibility and have no effect.",
      SetRdzvConf},

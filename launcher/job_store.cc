@@ -45,7 +45,8 @@ int StoreConnectionLimit() {
 
 }  // namespace
 
-absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline) {
+absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline,
+                                   const std::function<bool()>& interrupted) {
   JobStore job;
   std::string endpoint = o.rdzv_endpoint;
   bool may_host = true;
@@ -85,7 +86,13 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secr
       host_error = server.status();  // another agent on this host may have it
     }
   }
-  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(job.address, deadline, secret);
+  // In slices, so that a signal to the agent is not held until the deadline.
+  absl::StatusOr<std::unique_ptr<TcpStore>> client;
+  while (true) {
+    client = TcpStore::Connect(job.address, std::min(deadline, DeadlineIn(absl::Seconds(2))), secret);
+    if (!absl::IsDeadlineExceeded(client.status()) || Expired(deadline)) break;
+    if (interrupted()) return absl::CancelledError("interrupted by a signal while reaching the rendezvous store");
+  }
   if (!client.ok()) {
     std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
                                    client.status().message());

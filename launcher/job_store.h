@@ -7,6 +7,7 @@
 #ifndef BRAID_LAUNCHER_JOB_STORE_H_
 #define BRAID_LAUNCHER_JOB_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,8 +34,10 @@ absl::StatusOr<JobSecret> SetUpSecret(const LaunchOptions& o, std::string* warni
 
 // Hosts the store where `o` says this agent may, then connects to it; blocks
 // until `deadline` for a store another agent hosts. kUnavailable naming the
-// address (and why hosting it here failed, if it did) when it cannot be reached.
-absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline);
+// address (and why hosting it here failed, if it did) when it cannot be
+// reached; kCancelled when `interrupted` (asked every second or so) says so.
+absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secret, Deadline deadline,
+                                   const std::function<bool()>& interrupted);
 
 }  // namespace braid
 

@@ -60,6 +60,10 @@ struct LaunchOptions {
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
   absl::Duration close_timeout = absl::Seconds(30);
+  // Agents beat this often; one that misses keep_alive_max_attempt beats in
+  // a row is lost (launcher/node_liveness.h). torchrun's defaults.
+  absl::Duration keep_alive_interval = absl::Seconds(5);
+  int keep_alive_max_attempt = 3;
   int is_host = -1;  // --rdzv-conf is_host: -1 decide by address
   bool standalone = false;
   int max_restarts = 0;  // whole-group restarts and replacements together

@@ -1,6 +1,7 @@
 #include "launcher/rendezvous.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,8 @@ namespace braid {
 namespace {
 
 std::string Key(int round, absl::string_view name) { return absl::StrCat("r", round, "/", name); }
+
+constexpr absl::Duration kSlice = absl::Milliseconds(200);
 
 absl::StatusOr<int> ParseCount(const std::string& key, const std::string& text) {
   int value = 0;
@@ -38,6 +41,21 @@ Rendezvous::Rendezvous(std::shared_ptr<Store> store, RendezvousSpec spec)
     : store_(std::make_shared<PrefixStore>(absl::StrCat("braidrun/", spec.run_id), std::move(store))),
       spec_(std::move(spec)) {}
 
+absl::Status Rendezvous::WaitFor(const std::vector<std::string>& keys, Deadline deadline) {
+  while (true) {
+    absl::Status arrived = store_->Wait(keys, std::min(deadline, DeadlineIn(kSlice)));
+    if (!absl::IsDeadlineExceeded(arrived) || Expired(deadline)) return arrived;
+    if (spec_.interrupted && spec_.interrupted()) {
+      return absl::CancelledError(absl::StrCat("rendezvous '", spec_.run_id, "': interrupted by a signal"));
+    }
+  }
+}
+
+absl::StatusOr<std::string> Rendezvous::GetWithin(const std::string& key, Deadline deadline) {
+  BRAID_RETURN_IF_ERROR(WaitFor({key}, deadline));
+  return store_->Get(key, absl::InfinitePast());
+}
+
 absl::StatusOr<int> Rendezvous::CurrentRound() {
   // The first agent ever creates the key; CompareSet returns what is there.
   BRAID_ASSIGN_OR_RETURN(std::string round, store_->CompareSet("round", "", "0"));
@@ -47,6 +65,11 @@ absl::StatusOr<int> Rendezvous::CurrentRound() {
 absl::Status Rendezvous::AdvancePast(int round) {
   // Moves "round" from `round` to round+1 unless someone already moved it.
   return store_->CompareSet("round", absl::StrCat(round), absl::StrCat(round + 1)).status();
+}
+
+absl::Status Rendezvous::MarkLate(int round) {
+  BRAID_RETURN_IF_ERROR(store_->Add(Key(round, "waiting"), 1).status());
+  return AdvancePast(round);
 }
 
 absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
@@ -59,10 +82,13 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       continue;
     }
     BRAID_ASSIGN_OR_RETURN(bool closed, store_->Check({Key(round, "closed")}));
+    if (closed && spec_.take_vacant_slot) {
+      BRAID_ASSIGN_OR_RETURN(std::optional<RendezvousResult> taken, TakeVacantSlot(round, deadline));
+      if (taken.has_value()) return *std::move(taken);
+    }
     if (closed) {
       // Late: tell the running agents, then wait in the next round.
-      BRAID_RETURN_IF_ERROR(store_->Add(Key(round, "waiting"), 1).status());
-      BRAID_RETURN_IF_ERROR(AdvancePast(round));
+      BRAID_RETURN_IF_ERROR(MarkLate(round));
       continue;
     }
 
@@ -73,8 +99,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       BRAID_ASSIGN_OR_RETURN(int64_t taken, store_->Add(Key(round, "count"), 1));
       slot = static_cast<int>(taken);
       if (slot > spec_.max_nodes) {
-        BRAID_RETURN_IF_ERROR(store_->Add(Key(round, "waiting"), 1).status());
-        BRAID_RETURN_IF_ERROR(AdvancePast(round));
+        BRAID_RETURN_IF_ERROR(MarkLate(round));
         continue;
       }
     }
@@ -85,7 +110,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
     const bool closer = spec_.static_node_rank >= 0 ? spec_.static_node_rank == 0 : slot == 1;
     if (closer) {
       const std::vector<std::string> min_key = {Key(round, absl::StrCat("joined_", spec_.min_nodes))};
-      absl::Status arrived = store_->Wait(min_key, deadline);
+      absl::Status arrived = WaitFor(min_key, deadline);
       if (absl::IsDeadlineExceeded(arrived)) {
         absl::StatusOr<std::string> count = store_->Get(Key(round, "count"), absl::InfinitePast());
         return absl::DeadlineExceededError(absl::StrCat(
@@ -97,7 +122,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       if (spec_.max_nodes > spec_.min_nodes) {
         // The last-call window: more nodes may still come, up to max_nodes.
         const std::vector<std::string> max_key = {Key(round, absl::StrCat("joined_", spec_.max_nodes))};
-        absl::Status full = store_->Wait(max_key, std::min(deadline, DeadlineIn(spec_.last_call_timeout)));
+        absl::Status full = WaitFor(max_key, std::min(deadline, DeadlineIn(spec_.last_call_timeout)));
         if (!full.ok() && !absl::IsDeadlineExceeded(full)) return full;
       }
       int members = spec_.max_nodes;
@@ -108,7 +133,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       }
       BRAID_RETURN_IF_ERROR(store_->CompareSet(Key(round, "closed"), "", absl::StrCat(members)).status());
     }
-    absl::StatusOr<std::string> closed_count = store_->Get(Key(round, "closed"), deadline);
+    absl::StatusOr<std::string> closed_count = GetWithin(Key(round, "closed"), deadline);
     if (absl::IsDeadlineExceeded(closed_count.status())) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rendezvous '", spec_.run_id, "' round ", round, ": the round did not close within ",
@@ -119,12 +144,23 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
     BRAID_RETURN_IF_ERROR(closed_count.status());
     BRAID_ASSIGN_OR_RETURN(int members, ParseCount("closed", *closed_count));
     if (slot > members) {
-      BRAID_RETURN_IF_ERROR(store_->Add(Key(round, "waiting"), 1).status());
-      BRAID_RETURN_IF_ERROR(AdvancePast(round));
+      BRAID_RETURN_IF_ERROR(MarkLate(round));
       continue;
     }
     return Members(round, slot, members, deadline);
   }
+}
+
+absl::StatusOr<std::optional<RendezvousResult>> Rendezvous::TakeVacantSlot(int round, Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(const std::string count, store_->Get(Key(round, "closed"), deadline));
+  BRAID_ASSIGN_OR_RETURN(const int members, ParseCount("closed", count));
+  BRAID_ASSIGN_OR_RETURN(const std::optional<ClaimedSlot> claimed,
+                         ClaimVacantSlot(*store_, round, members, spec_.self.nproc));
+  if (!claimed.has_value()) return std::nullopt;
+  BRAID_ASSIGN_OR_RETURN(RendezvousResult result, Members(round, claimed->node + 1, members, deadline));
+  result.nodes[static_cast<size_t>(claimed->node)].addr = spec_.self.addr;
+  result.incarnation = claimed->incarnation;
+  return result;
 }
 
 absl::StatusOr<RendezvousResult> Rendezvous::Members(int round, int slot, int count, Deadline deadline) {
@@ -133,7 +169,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Members(int round, int slot, int co
   result.node_rank = slot - 1;
   for (int i = 1; i <= count; ++i) {
     const std::string key = Key(round, absl::StrCat("node_", i));
-    absl::StatusOr<std::string> value = store_->Get(key, deadline);
+    absl::StatusOr<std::string> value = GetWithin(key, deadline);
     if (absl::IsDeadlineExceeded(value.status())) {
       return absl::DeadlineExceededError(absl::StrCat("rendezvous '", spec_.run_id, "' round ", round, ": node ",
                                                       i - 1, " never arrived (timed out after ",
@@ -167,7 +203,7 @@ absl::Status Rendezvous::PublishMaster(int round, const std::string& addr_port) 
 }
 
 absl::StatusOr<std::string> Rendezvous::Master(int round) {
-  return store_->Get(Key(round, "master"), DeadlineIn(spec_.join_timeout));
+  return GetWithin(Key(round, "master"), DeadlineIn(spec_.join_timeout));
 }
 
 absl::Status Rendezvous::RecordFailure(int round, const FailureRecord& failure) {
@@ -210,15 +246,20 @@ absl::Status Rendezvous::MarkDone(int round, int node_rank) {
   return store_->Set(Key(round, absl::StrCat("done_", node_rank)), "");
 }
 
-absl::Status Rendezvous::WaitAllDone(const RendezvousResult& result, Deadline deadline) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < static_cast<int>(result.nodes.size()); ++i) {
-    keys.push_back(Key(result.round, absl::StrCat("done_", i)));
-  }
+absl::Status Rendezvous::WaitAllDone(const RendezvousResult& result, NodeLiveness& liveness,
+                                     const std::function<absl::Status()>& watch, Deadline deadline) {
   while (true) {
     BRAID_ASSIGN_OR_RETURN(std::string reason, RestartReason(result.round));
     if (!reason.empty()) return absl::AbortedError(reason);
-    absl::Status all = store_->Wait(keys, std::min(deadline, DeadlineIn(absl::Milliseconds(200))));
+    // Beats on, so that the others do not take this node for lost; a node
+    // lost (and not taken over) is not waited for.
+    BRAID_RETURN_IF_ERROR(watch());
+    std::vector<std::string> keys;
+    for (int i = 0; i < static_cast<int>(result.nodes.size()); ++i) {
+      BRAID_ASSIGN_OR_RETURN(const bool vacant, liveness.Vacant(i));
+      if (!vacant) keys.push_back(Key(result.round, absl::StrCat("done_", i)));
+    }
+    absl::Status all = store_->Wait(keys, std::min(deadline, DeadlineIn(kSlice)));
     if (!absl::IsDeadlineExceeded(all) || Expired(deadline)) return all;
   }
 }

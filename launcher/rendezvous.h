@@ -22,13 +22,16 @@
 #ifndef BRAID_LAUNCHER_RENDEZVOUS_H_
 #define BRAID_LAUNCHER_RENDEZVOUS_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
+#include "launcher/node_liveness.h"
 #include "store/store.h"
 
 namespace braid {
@@ -45,6 +48,12 @@ struct RendezvousSpec {
   int static_node_rank = -1;  // >= 0: static backend
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
+  // An agent that finds its round closed takes a lost node's vacant slot
+  // (launcher/node_liveness.h) rather than wait for the next round.
+  bool take_vacant_slot = false;
+  // Asked between the slices of every wait: true ends the wait with
+  // kCancelled (a signal to the agent must not wait for join_timeout).
+  std::function<bool()> interrupted;
   NodeInfo self;
 };
 
@@ -52,6 +61,9 @@ struct RendezvousResult {
   int round = 0;
   int node_rank = 0;
   std::vector<NodeInfo> nodes;
+  // 0 for the round's first agents; k > 0 for the k-th agent that took this
+  // slot after its node was lost (its workers join the running group).
+  int incarnation = 0;
 
   int world_size() const;
   int first_global_rank() const;  // global rank of this node's local rank 0
@@ -91,14 +103,27 @@ class Rendezvous {
   absl::StatusOr<std::vector<FailureRecord>> Failures(int round);
 
   absl::Status MarkDone(int round, int node_rank);
-  // Waits until every node of `result` is done, a restart is requested, or
-  // the deadline. OK only when all are done.
-  absl::Status WaitAllDone(const RendezvousResult& result, Deadline deadline);
+  // Waits until every node of `result` is done or lost (`liveness`), a
+  // restart is requested, or the deadline; calls `watch` (the agent's
+  // heartbeat, NodeLiveness::Tick and what it does about a lost node) in
+  // between and returns its error. OK only when all are done or lost.
+  absl::Status WaitAllDone(const RendezvousResult& result, NodeLiveness& liveness,
+                           const std::function<absl::Status()>& watch, Deadline deadline);
+
+  // The store under "braidrun/<run id>/" (for NodeLiveness).
+  std::shared_ptr<Store> store() const { return store_; }
 
  private:
+  // store_->Wait and Get in slices of at most kSlice, asking spec_.interrupted between them.
+  absl::Status WaitFor(const std::vector<std::string>& keys, Deadline deadline);
+  absl::StatusOr<std::string> GetWithin(const std::string& key, Deadline deadline);
   absl::StatusOr<int> CurrentRound();
   absl::Status AdvancePast(int round);
+  // Too late for `round`: counted as waiting (the running agents see it), on to the next round.
+  absl::Status MarkLate(int round);
   absl::StatusOr<RendezvousResult> Members(int round, int slot, int count, Deadline deadline);
+  // Round `round` is closed: this agent's result in a lost node's slot, if one is vacant.
+  absl::StatusOr<std::optional<RendezvousResult>> TakeVacantSlot(int round, Deadline deadline);
 
   std::shared_ptr<Store> store_;
   RendezvousSpec spec_;

@@ -1,6 +1,7 @@
 #include "launcher/replace_policy.h"
 
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,32 @@ absl::Status ReplacePolicy::Replace(WorkerGroup& group, const WorkerExit& exit, 
   absl::StatusOr<pid_t> pid = group.Add(ReplacementSpec(spec->second, k, restart_count));
   if (!pid.ok()) return Annotate(pid.status(), absl::StrCat("starting a replacement for rank ", exit.global_rank));
   replacement_of_[*pid] = k;
+  return absl::OkStatus();
+}
+
+absl::Status ReplacePolicy::DeclareLost(int first_rank, int nproc, const std::string& how) {
+  auto on_node = [&](int id) { return id >= first_rank && id < first_rank + nproc; };
+  std::set<std::pair<int, std::string>> processes;  // id, token
+  BRAID_ASSIGN_OR_RETURN(const int64_t latest, membership::Latest(*store_));
+  if (latest >= 0) {
+    bool decided = false;
+    BRAID_ASSIGN_OR_RETURN(const std::vector<membership::Member> members,
+                           membership::MembersIfDecided(*store_, latest, &decided));
+    for (const membership::Member& m : members) {
+      if (on_node(m.id)) processes.emplace(m.id, m.token);
+    }
+  }
+  for (int id = first_rank; id < first_rank + nproc; ++id) {
+    BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> in,
+                           GetIfSet(*store_, membership::CheckInKey(latest + 1, id)));
+    if (!in.has_value()) continue;
+    BRAID_ASSIGN_OR_RETURN(const membership::Member m, membership::DecodeCheckIn(id, *in));
+    processes.emplace(id, m.token);
+  }
+  for (const auto& [id, token] : processes) {
+    BRAID_RETURN_IF_ERROR(Annotate(membership::DeclareDead(*store_, id, token, how),
+                                   absl::StrCat("declaring rank ", id, " (", token, ") of a lost node dead")));
+  }
   return absl::OkStatus();
 }
 

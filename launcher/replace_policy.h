@@ -59,6 +59,12 @@ class ReplacePolicy {
   // a replacement's says so ("exit code 3 (replacement 1 of rank 2)").
   std::string How(const WorkerExit& exit) const;
 
+  // A lost node's workers, global ranks [first_rank, first_rank + nproc):
+  // declares dead every process of theirs that the newest epoch lists or that
+  // checked in for the one being built, so the survivors regroup without them.
+  // (Called by whichever agent declared the node lost, for that node's ranks.)
+  absl::Status DeclareLost(int first_rank, int nproc, const std::string& how);
+
   // Declares the process of `exit` dead (with `how`) and starts its
   // replacement in `group`, told `restart_count`. On an error from the store
   // nothing is started; from the start, the death stands declared.

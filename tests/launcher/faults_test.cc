@@ -106,6 +106,24 @@ TEST_CASE("faults: SIGKILL to one node's agent: the other node stops and fails c
   CHECK(took < absl::Seconds(20));
 }
 
+TEST_CASE("faults: SIGTERM to an agent waiting in rendezvous ends it at once with 128+SIGTERM", "[faults]") {
+  const std::vector<std::string> flags = {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                                          absl::StrCat("--rdzv-endpoint=127.0.0.1:", UnusedPort()),
+                                          "--rdzv-id=termwait", "--rdzv-conf=join_timeout=60"};
+  const pid_t agent = Spawn(Braidrun(flags, {"--allreduce"}), {{"BRAID_JOB_SECRET", "term-secret"}}, "termwait",
+                            kWorkerContract);
+  // Alone, it waits for the second node (60 s) in rendezvous.
+  absl::SleepFor(absl::Milliseconds(1500));
+  const absl::Time sent = absl::Now();
+  kill(agent, SIGTERM);
+  const std::vector<ProcessExit> exits = WaitAll({agent}, {"termwait"}, DeadlineIn(absl::Seconds(30)));
+  const absl::Duration took = absl::Now() - sent;
+  INFO(Dump(exits[0]) << "\n(took " << took << ")");
+  CHECK(exits[0].code == 128 + SIGTERM);
+  CHECK(absl::StrContains(exits[0].err, "received SIGTERM"));
+  CHECK(took < absl::Seconds(3));
+}
+
 // The pid of the child of `agent` whose environment has RANK=`rank`.
 pid_t WorkerPid(pid_t agent, int rank) {
   const std::string children =
