@@ -13,12 +13,16 @@
 // Data: each epoch's order is EpochOrder (torch's DistributedSampler); a
 // step of W ranks takes the next W * batch positions, rank r every W-th from
 // r. With a constant world size that is exactly the restart loop's sharding.
+// --check keeps every step's (epoch, cursor, world size), handed on in Sync,
+// and at the end replays them in one process: the same arithmetic.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -44,6 +48,14 @@ struct Position {
   int64_t step = 0;    // steps finished since the start
 };
 
+// One finished step, as --check replays it: the world size and where its
+// combined batch began (ranks take positions cursor .. cursor + world * batch).
+struct StepRecord {
+  int64_t epoch = 0;
+  int64_t cursor = 0;
+  int64_t world = 0;
+};
+
 class InPlaceTrainer {
  public:
   explicit InPlaceTrainer(const Flags& flags)
@@ -60,6 +72,11 @@ class InPlaceTrainer {
   // After a failure: regroup and Sync, until it holds or cannot.
   absl::Status Recover(absl::Status cause);
   absl::Status VerifyIdentical();
+  // --check: every rank takes the step history from `source` (a newcomer has none).
+  absl::Status SyncHistory(int source);
+  // --check at the end: identical parameters everywhere, and rank 0's replay of
+  // the history in one process within 1e-4 of them. Collective.
+  absl::Status Check();
   std::vector<float*> Grads() { return ReducerGrads(*reducer_); }
   ProcessGroup& group() { return elastic_->group(); }
 
@@ -73,6 +90,7 @@ class InPlaceTrainer {
   std::vector<int> order_;  // EpochOrder for (order_epoch_, order_world_)
   int64_t order_epoch_ = -1;
   int order_world_ = 0;
+  std::vector<StepRecord> history_;  // --check only
 };
 
 absl::Status InPlaceTrainer::Sync(bool fresh) {
@@ -86,6 +104,7 @@ absl::Status InPlaceTrainer::Sync(bool fresh) {
   BRAID_ASSIGN_OR_RETURN(WorkHandle work, group().comm().Broadcast(position, source));
   BRAID_RETURN_IF_ERROR(work->Wait());
   pos_ = Position{position.data<int64_t>()[0], position.data<int64_t>()[1], position.data<int64_t>()[2]};
+  if (flags_.check) BRAID_RETURN_IF_ERROR(SyncHistory(source));
   BRAID_RETURN_IF_ERROR(Reducer::BroadcastParameters(group(), ParamTensors(model_), source));
   if (reducer_) {
     BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Reducer> next, reducer_->Recover(group()));
@@ -114,6 +133,7 @@ absl::Status InPlaceTrainer::Step(double* loss) {
   BRAID_RETURN_IF_ERROR(marked);
   BRAID_RETURN_IF_ERROR(reducer_->Finalize());
   model_.Sgd(Grads(), static_cast<float>(flags_.lr));
+  if (flags_.check) history_.push_back({pos_.epoch, pos_.cursor, world});
   pos_.cursor += static_cast<int64_t>(world) * flags_.batch_size;
   ++pos_.step;
   return absl::OkStatus();
@@ -133,6 +153,69 @@ absl::Status InPlaceTrainer::VerifyIdentical() {
                                               comm.rank(), "'s"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status InPlaceTrainer::SyncHistory(int source) {
+  BRAID_ASSIGN_OR_RETURN(Tensor length, Tensor::Empty({1}, DType::kI64));
+  length.data<int64_t>()[0] = static_cast<int64_t>(history_.size());
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, group().comm().Broadcast(length, source));
+  BRAID_RETURN_IF_ERROR(work->Wait());
+  const int64_t n = length.data<int64_t>()[0];
+  if (n == 0) {
+    history_.clear();
+    return absl::OkStatus();
+  }
+  BRAID_ASSIGN_OR_RETURN(Tensor records, Tensor::Empty({3 * n}, DType::kI64));
+  int64_t* r = records.data<int64_t>();
+  if (group().rank() == source) {
+    for (int64_t i = 0; i < n; ++i) {
+      const StepRecord& h = history_[static_cast<size_t>(i)];
+      r[3 * i] = h.epoch;
+      r[3 * i + 1] = h.cursor;
+      r[3 * i + 2] = h.world;
+    }
+  }
+  BRAID_ASSIGN_OR_RETURN(work, group().comm().Broadcast(records, source));
+  BRAID_RETURN_IF_ERROR(work->Wait());
+  history_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) history_[static_cast<size_t>(i)] = {r[3 * i], r[3 * i + 1], r[3 * i + 2]};
+  return absl::OkStatus();
+}
+
+absl::Status InPlaceTrainer::Check() {
+  BRAID_RETURN_IF_ERROR(VerifyIdentical());
+  BRAID_ASSIGN_OR_RETURN(Tensor verdict, Tensor::Zeros({1}, DType::kF64));  // rank 0's max difference
+  if (group().rank() == 0) {
+    Mlp reference(LayerSizes(flags_.model), flags_.seed);
+    std::vector<std::vector<float>> grads;
+    std::vector<float*> grad_ptrs;
+    for (const auto& p : reference.params()) grads.emplace_back(p.size());
+    for (auto& g : grads) grad_ptrs.push_back(g.data());
+    std::map<int64_t, int64_t> steps_at;  // world size -> steps
+    for (const StepRecord& h : history_) {
+      const std::vector<int> order =
+          EpochOrder(flags_.samples, static_cast<int>(h.epoch), flags_.seed, static_cast<int>(h.world));
+      const auto first = order.begin() + h.cursor;
+      const std::vector<int> combined(first, first + h.world * flags_.batch_size);
+      reference.Step(data_, combined, grad_ptrs, [](int) {});
+      reference.Sgd(grad_ptrs, static_cast<float>(flags_.lr));
+      ++steps_at[h.world];
+    }
+    verdict.data<double>()[0] = MaxAbsDifference(reference.params(), model_.params());
+    std::string worlds;
+    for (const auto& [world, steps] : steps_at) absl::StrAppend(&worlds, worlds.empty() ? "" : ", ", steps, " at ", world);
+    std::printf("check: %zu steps replayed in one process (steps at world size: %s), parameters bit-identical on "
+                "every rank: yes; max |difference| %.3g (tolerance 1e-4)\n",
+                history_.size(), worlds.c_str(), verdict.data<double>()[0]);
+    std::fflush(stdout);
+  }
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, group().comm().Broadcast(verdict, 0));
+  BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(600))));
+  if (!(verdict.data<double>()[0] <= 1e-4)) {
+    return absl::InternalError(absl::StrCat("check failed: max difference from the replay ", verdict.data<double>()[0]));
+  }
+  if (group().rank() == 0) std::printf("check: PASSED\n");
   return absl::OkStatus();
 }
 
@@ -228,7 +311,7 @@ absl::Status InPlaceTrainer::Run() {
               static_cast<unsigned long long>(HashParams(model_)), elastic_->id(), static_cast<long long>(pos_.step),
               group().size());
   std::fflush(stdout);
-  return absl::OkStatus();
+  return flags_.check ? Check() : absl::OkStatus();
 }
 
 }  // namespace

@@ -297,9 +297,12 @@ absl::Status Run(const Flags& flags) {
     ::setenv(launch_env::kWorldSize, "1", 1);
   }
   if (flags.recovery == "in-place") {
-    if (flags.check || flags.bench_steps > 0 || flags.no_sync || flags.device != "cpu") {
+    if (flags.bench_steps > 0 || flags.no_sync || flags.device != "cpu") {
       return absl::InvalidArgumentError(
-          "--recovery=in-place trains only on CPUs (not with --check, --bench-steps, --no-sync, --device=cuda)");
+          "--recovery=in-place trains only on CPUs (not with --bench-steps, --no-sync, --device=cuda)");
+    }
+    if (flags.check && !flags.checkpoint_dir.empty()) {
+      return absl::InvalidArgumentError("--recovery=in-place --check replays from the start: no --checkpoint-dir");
     }
     return TrainInPlace(flags);
   }
