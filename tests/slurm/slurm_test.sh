@@ -20,22 +20,11 @@ set -euo pipefail
 braidrun=$PWD/$1
 probe=$PWD/$2
 
-skip() {
-  echo "WARN: slurm_test skipped: $*"
-  exit 0
-}
-fail() {
-  echo "slurm_test: FAILED: $*" >&2
-  for log in "${dir:-/nonexistent}"/*.log; do
-    [[ -f $log ]] && { echo "--- $log" >&2; tail -n 20 "$log" >&2; }
-  done
-  exit 1
-}
+test_name=slurm_test
+# shellcheck source=tests/slurm/slurm_common.sh
+source "$(dirname "$0")/slurm_common.sh"
 
-[[ $(id -u) -eq 0 ]] || skip "needs root (slurmd starts jobs as any user)"
-for tool in munged slurmctld slurmd srun scancel sinfo squeue python3; do
-  command -v "$tool" >/dev/null || skip "$tool is not installed (tools/setup.sh installs slurmctld, slurmd, slurm-client and munge)"
-done
+require_root_and munged slurmctld slurmd srun scancel sinfo squeue python3
 
 # Short: munge's and slurmd's Unix sockets live here (108-byte path limit).
 dir=$(mktemp -d /tmp/braid-slurm.XXXXXX)
@@ -48,9 +37,7 @@ cleanup() {
     [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
     sleep 0.1
   done
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
-  [[ -f $dir/munged.pid ]] && kill "$(cat "$dir/munged.pid")" 2>/dev/null || true
-  for pid in "${pids[@]}"; do timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; done
+  stop_daemons
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -58,10 +45,7 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 mkdir -p "$dir/state" "$dir/spool" "$dir/signals"
-head -c 1024 /dev/urandom >"$dir/munge.key"
-chmod 400 "$dir/munge.key"
-munged --force --key-file="$dir/munge.key" --socket="$dir/munge.socket" --pid-file="$dir/munged.pid" \
-  --log-file="$dir/munged.log" --seed-file="$dir/munged.seed" || fail "munged did not start"
+start_munged
 
 # The node list names this host, as on a real cluster; a name that does not
 # resolve would leave the workers no MASTER_ADDR to reach, so then localhost.
@@ -72,32 +56,10 @@ ClusterName=braidtest
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$dir/munge.socket
-StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
-SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
-SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-# 4 CPUs on a 2-core machine: slurmd believes the configuration, not the hardware.
-SlurmdParameters=config_overrides
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/builtin
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-SwitchType=switch/none
-PropagateResourceLimits=NONE
-KillWait=5
+$(slurm_conf_common)
 NodeName=$host NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=5 State=UP
 EOF
