@@ -84,7 +84,8 @@ std::vector<Flag> TrainFlags(Flags* f) {
   flags.push_back({0, "check", "",
                    "train --check-steps steps, then verify that every rank holds bit-identical parameters matching one "
                    "process trained on the combined batches; exit 1 otherwise. With --recovery=in-place: train every "
-                   "epoch, then replay every finished step (at the world size it ran at) in one process and compare",
+                   "epoch, then replay every finished step (at the world size it ran at) in one process and compare (for runs of "
+                   "a few hundred steps: beyond, rounding differences can flip a ReLU and grow past the tolerance)",
                    Boolean(&f->check)});
   flags.push_back({0, "check-steps", "N", "steps --check trains (default 5)", Integer(&f->check_steps)});
   flags.push_back({0, "hook", "allreduce|fp16|bf16", "the reducer's communication hook (default allreduce)",

@@ -243,6 +243,11 @@ Outcome Agent::Monitor(WorkerGroup& group, const RendezvousResult& members, Node
       signal_ = events->signal;
       return Outcome::kSignal;
     }
+    // A node the others declared lost (this agent was stopped) must not
+    // replace its workers: they were left out on purpose.
+    if (replace != nullptr && !events->exited.empty()) {
+      if (std::optional<Outcome> ended = CheckRound(members, liveness, replace)) return *ended;
+    }
     std::vector<WorkerExit> failed;
     for (const WorkerExit& exit : events->exited) {
       if (!exit.succeeded() && (replace == nullptr || !Replace(group, members, *replace, exit))) failed.push_back(exit);

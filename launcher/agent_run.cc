@@ -203,6 +203,7 @@ Agent::Next Agent::Round(int& after_round, int& exit_code) {
     Say(absl::StrCat("a node is waiting to join: restarting the group (round ", members->round + 1, ")"));
     return Next::kAgain;
   }
+  if (outcome == Outcome::kLost) Say(absl::StrCat(stop_reason_, ": stopping this node's workers; the others went on"));
   if (outcome == Outcome::kStoreLost || outcome == Outcome::kLost || absl::StartsWith(stop_reason_, kShutdownPrefix) ||
       restarts_ >= o_.max_restarts) {
     Report(*members);

@@ -124,6 +124,48 @@ TEST_CASE("faults: SIGTERM to an agent waiting in rendezvous ends it at once wit
   CHECK(took < absl::Seconds(3));
 }
 
+TEST_CASE("faults: an agent stopped past its heartbeats is lost: the others go on in place, it stops its workers",
+          "[faults]") {
+  const uint16_t port = UnusedPort();
+  auto argv = [&](int i) {
+    return std::vector<std::string>{Runfile("launcher/braidrun"), "--nnodes=3", "--nproc-per-node=1",
+                                    "--rdzv-backend=c10d", absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
+                                    "--rdzv-id=fence", "--restart-policy=replace", "--max-restarts=2",
+                                    "--rdzv-conf=keep_alive_interval=0.3,keep_alive_max_attempt=3",
+                                    absl::StrCat("--local-addr=127.0.0.", i), Runfile("examples/train_mlp"),
+                                    "--recovery=in-place", "--check", "--epochs=4", "--samples=2048",
+                                    "--batch-size=16", "--step-sleep-ms=30"};
+  };
+  const std::map<std::string, std::string> env = {{"BRAID_JOB_SECRET", "fence-secret"}, {"BRAID_TIMEOUT_SEC", "20"}};
+  std::vector<pid_t> agents;
+  const std::vector<std::string> tags = {"fence_1", "fence_2", "fence_3"};
+  for (int i = 1; i <= 3; ++i) agents.push_back(Spawn(argv(i), env, tags[static_cast<size_t>(i - 1)], kWorkerContract));
+  // Training has begun when rank 0 (on whichever node) has said so.
+  const Deadline started = DeadlineIn(absl::Seconds(60));
+  auto begun = [&] {
+    for (const std::string& tag : tags) {
+      if (absl::StrContains(ReadFile(TestTempDir() + "/" + tag + ".out"), "in-place recovery")) return true;
+    }
+    return false;
+  };
+  while (!begun() && !Expired(started)) absl::SleepFor(absl::Milliseconds(20));
+  absl::SleepFor(absl::Seconds(1));
+  // Node 3's agent (127.0.0.1 hosts the store) stops for 3 s, ten keep-alive intervals.
+  REQUIRE(kill(agents[2], SIGSTOP) == 0);
+  absl::SleepFor(absl::Seconds(3));
+  REQUIRE(kill(agents[2], SIGCONT) == 0);
+  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(120)));
+  INFO(Dump(exits[0]) << "\n" << Dump(exits[1]) << "\n" << Dump(exits[2]));
+  CHECK(exits[0].code == 0);
+  CHECK(exits[1].code == 0);
+  CHECK(exits[2].code == 1);
+  CHECK(absl::StrContains(exits[2].err, "declared this node"));
+  const std::string survivors = exits[0].out + exits[1].out;
+  CHECK(absl::StrContains(survivors, "3 -> 2 ranks"));
+  CHECK(absl::StrContains(survivors, "check: PASSED"));
+  CHECK(absl::StrContains(exits[0].err + exits[1].err, "missed 3 heartbeats"));
+}
+
 // The pid of the child of `agent` whose environment has RANK=`rank`.
 pid_t WorkerPid(pid_t agent, int rank) {
   const std::string children =
