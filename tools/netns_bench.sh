@@ -86,12 +86,17 @@ run_braid() {
 }
 
 # mpirun in host 1's namespace; the rsh agent starts orted on the others.
+# mpi_yield_when_idle: Open MPI's ranks busy-poll, and with every core busy
+# a message through the bed's veth pairs and bridge waits for the next timer
+# tick (4 ms here) before it arrives; yielding, 14-55 us (bench/RESULTS.md,
+# "Open MPI in the namespace bed"). Real hosts have NICs and spare cores.
 run_mpi() {
   local h=$1 table=$2 hosts="" n
   for ((n = 1; n <= h; n++)); do hosts+="${hosts:+,}10.78.0.$n:$RANKS_PER_HOST"; done
   timeout "$JOB_TIMEOUT" "$BED" exec "$name" 1 mpirun --oversubscribe -np $((h * RANKS_PER_HOST)) --host "$hosts" \
     --mca plm_rsh_agent "$BED rsh $name" --mca btl "$MPI_BTL" --mca btl_tcp_if_include 10.78.0.0/24 \
-    --mca oob_tcp_if_include 10.78.0.0/24 "$BIN/mpi_allreduce_bench" "${SWEEP[@]}" > "$table" 2> "$table.log"
+    --mca oob_tcp_if_include 10.78.0.0/24 --mca mpi_yield_when_idle 1 \
+    "$BIN/mpi_allreduce_bench" "${SWEEP[@]}" > "$table" 2> "$table.log"
 }
 
 # "<label> <size> <time us> <wrong>" for each row of a table; label = PREFIX
