@@ -49,6 +49,14 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectStore(const WorkerEnv& env, const 
   return std::shared_ptr<Store>(std::make_shared<PrefixStore>(env.store_prefix, base));
 }
 
+// Why epoch `epoch` was revoked (kAborted), or OK while it stands.
+absl::Status EpochRevoked(Store& membership_store, int64_t epoch) {
+  BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> cause,
+                         GetIfSet(membership_store, membership::RevokedKey(epoch)));
+  if (!cause.has_value()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat("epoch ", epoch, " revoked while its group was built: ", *cause));
+}
+
 // The store a new epoch's group is built over: a wait on it ends with
 // kAborted once the epoch is revoked (a member died while the group was
 // built, and its agent revoked the epoch being formed), within a slice,
@@ -71,25 +79,18 @@ class RevocableStore : public Store {
     while (true) {
       absl::StatusOr<std::string> value = inner_->Get(key, std::min(deadline, DeadlineIn(kWatchSlice)));
       if (!absl::IsDeadlineExceeded(value.status()) || Expired(deadline)) return value;
-      BRAID_RETURN_IF_ERROR(Revoked());
+      BRAID_RETURN_IF_ERROR(EpochRevoked(*membership_, epoch_));
     }
   }
   absl::Status Wait(absl::Span<const std::string> keys, Deadline deadline) override {
     while (true) {
       const absl::Status waited = inner_->Wait(keys, std::min(deadline, DeadlineIn(kWatchSlice)));
       if (!absl::IsDeadlineExceeded(waited) || Expired(deadline)) return waited;
-      BRAID_RETURN_IF_ERROR(Revoked());
+      BRAID_RETURN_IF_ERROR(EpochRevoked(*membership_, epoch_));
     }
   }
 
  private:
-  absl::Status Revoked() {
-    BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> cause,
-                           GetIfSet(*membership_, membership::RevokedKey(epoch_)));
-    if (!cause.has_value()) return absl::OkStatus();
-    return absl::AbortedError(absl::StrCat("epoch ", epoch_, " revoked while its group was built: ", *cause));
-  }
-
   const std::shared_ptr<Store> inner_;
   const std::shared_ptr<Store> membership_;
   const int64_t epoch_;
@@ -298,6 +299,9 @@ absl::Status ElasticGroup::Build(int64_t epoch, std::vector<Member> members) {
   ProcessGroupOptions options = options_.group;
   options.store = std::make_shared<RevocableStore>(
       std::make_shared<PrefixStore>(absl::StrCat("elastic/e", epoch, "/group"), store_), store_, epoch);
+  // The transport's connections too (tcp: a member that died after the
+  // address exchange is never connected to).
+  options.called_off = [membership_store = store_, epoch] { return EpochRevoked(*membership_store, epoch); };
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, ProcessGroup::Create(env, std::move(options)));
   SetLogRank(id_);  // logs keep the launch rank: the id the others know
   MutexLock lock(&mu_);

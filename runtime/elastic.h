@@ -28,9 +28,9 @@
 // CompareSet, once. Whoever checks in later is left out (kAborted) and
 // marked evicted, so its agent kills and replaces it; no process can be in
 // two member lists of one epoch. A death while the new group is built fails
-// that build and starts the next epoch: within a store slice (200 ms) of its
-// agent's DeclareDead while the members exchange addresses; at the latest at
-// the timeout once they connect transports.
+// that build and starts the next epoch within a slice (200 ms) of its
+// agent's DeclareDead, whether the members are exchanging addresses (the
+// store's waits) or connecting their transports (Bootstrap::CalledOff).
 //
 // Grow: a process started with BRAID_JOIN_RUNNING=1 (braidrun's replacement
 // for a failed worker) checks in for the next epoch and revokes the current

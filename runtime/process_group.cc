@@ -95,7 +95,7 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
     base = std::move(*client);
   }
   store_ = env_.store_prefix.empty() ? base : std::make_shared<PrefixStore>(env_.store_prefix, base);
-  StoreBootstrap store_bootstrap(*store_, env_.rank, env_.world_size);
+  StoreBootstrap store_bootstrap(*store_, env_.rank, env_.world_size, options.called_off);
   Bootstrap& bootstrap = mpi_bootstrap ? static_cast<Bootstrap&>(*mpi_bootstrap) : store_bootstrap;
 
   TransportSettings settings;

@@ -30,6 +30,7 @@
 #ifndef BRAID_RUNTIME_PROCESS_GROUP_H_
 #define BRAID_RUNTIME_PROCESS_GROUP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +61,9 @@ struct ProcessGroupOptions {
   // A store of the caller's to meet over (the torch backend passes torch's
   // c10d store): no store is hosted or connected, and MPI does not bootstrap.
   std::shared_ptr<Store> store;
+  // Polled while the transport connects (Bootstrap::CalledOff): an error ends
+  // the set-up with it. ElasticGroup's: the epoch being built was revoked.
+  std::function<absl::Status()> called_off;
 };
 
 class ProcessGroup {

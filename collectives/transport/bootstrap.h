@@ -23,6 +23,11 @@ class Bootstrap {
   // Collective: every rank calls it, in the same order. Blocks until every
   // rank's bytes have arrived, returned in rank order, or until `deadline`.
   virtual absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine, Deadline deadline) = 0;
+  // Whether the group being set up was called off (an elastic epoch revoked
+  // because a member died): transports ask between the slices of the waits
+  // they make after the exchange (connecting, accepting), and end the set-up
+  // with this error rather than at the deadline. Never blocks long.
+  virtual absl::Status CalledOff() { return absl::OkStatus(); }
 };
 
 }  // namespace braid

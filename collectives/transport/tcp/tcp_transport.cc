@@ -61,6 +61,18 @@ absl::Status ProveToAcceptor(int fd, const JobSecret& secret, Deadline deadline)
   return SendText(fd, secret.Prove("tcp-connect", theirs, mine), deadline);
 }
 
+// `attempt` (a connect or an accept) in slices up to `deadline`, asking
+// bootstrap.CalledOff() between them: a peer that died after the address
+// exchange must not hold the set-up until the deadline.
+template <typename Attempt>
+absl::StatusOr<UniqueFd> SlicedUntilCalledOff(Bootstrap& bootstrap, Deadline deadline, Attempt attempt) {
+  while (true) {
+    absl::StatusOr<UniqueFd> fd = attempt(std::min(deadline, DeadlineIn(absl::Milliseconds(200))));
+    if (!absl::IsDeadlineExceeded(fd.status()) || Expired(deadline)) return fd;
+    BRAID_RETURN_IF_ERROR(bootstrap.CalledOff());
+  }
+}
+
 absl::Status CheckConnector(int fd, const JobSecret& secret, Deadline deadline) {
   BRAID_ASSIGN_OR_RETURN(std::string theirs, RecvText(fd, JobSecret::kNonceBytes, deadline));
   BRAID_ASSIGN_OR_RETURN(std::string mine, JobSecret::Nonce());
@@ -95,7 +107,9 @@ absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   const JobSecret& secret = options.secret;
   for (int peer = me + 1; peer < n; ++peer) {
     BRAID_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(addresses_[static_cast<size_t>(peer)], 0));
-    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, deadline));
+    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, SlicedUntilCalledOff(bootstrap, deadline, [&](Deadline slice) {
+                             return ConnectTcp(address, slice);
+                           }));
     FrameHeader hello;
     hello.kind = CollectiveKind::kHandshake;
     hello.root = me;
@@ -108,7 +122,9 @@ absl::Status TcpTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
     sockets_[static_cast<size_t>(peer)] = std::move(fd);
   }
   for (int accepted = 0; accepted < me;) {
-    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, listener.Accept(deadline));
+    BRAID_ASSIGN_OR_RETURN(UniqueFd fd, SlicedUntilCalledOff(bootstrap, deadline, [&](Deadline slice) {
+                             return listener.Accept(slice);
+                           }));
     // A stranger gets a few seconds, not the whole setup deadline.
     const Deadline handshake_deadline = std::min(deadline, DeadlineIn(absl::Seconds(5)));
     FrameHeader hello;
