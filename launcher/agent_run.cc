@@ -54,7 +54,7 @@ absl::Status Agent::SetUp() {
   spec.static_node_rank = o_.rdzv_backend == "static" ? o_.node_rank : -1;
   spec.join_timeout = o_.join_timeout;
   spec.last_call_timeout = o_.last_call_timeout;
-  spec.take_vacant_slot = o_.restart_policy == RestartPolicy::kReplace && o_.rdzv_backend == "c10d";
+  spec.take_vacant_slot = o_.restart_policy == RestartPolicy::kReplace;
   spec.interrupted = [this] { return Interrupted(); };
   spec.self.nproc = o_.nproc_per_node;
   if (!o_.local_addr.empty()) {

@@ -89,8 +89,10 @@ absl::StatusOr<std::vector<LostNode>> NodeLiveness::Tick() {
   return declared;
 }
 
-absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc) {
+absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc,
+                                                           int only_node) {
   for (int node = 0; node < nodes; ++node) {
+    if (only_node >= 0 && node != only_node) continue;
     BRAID_ASSIGN_OR_RETURN(const int gen, IncarnationOf(rdzv_store, round, node));
     BRAID_ASSIGN_OR_RETURN(const bool vacant, LostAt(rdzv_store, round, node, gen));
     if (!vacant) continue;

@@ -13,8 +13,9 @@
 //
 // A lost node's slot is vacant. An agent that arrives when its round is
 // closed takes a vacant slot with the same worker count (ClaimVacantSlot)
-// instead of waiting for the next round, as the node's next incarnation;
-// its workers join the running group (BRAID_JOIN_RUNNING=1).
+// instead of waiting for the next round, as the node's next incarnation
+// (under the static backend: its own --node-rank's slot only); its workers
+// join the running group (BRAID_JOIN_RUNNING=1).
 //
 // Keys, under the rendezvous' "braidrun/<run id>/":
 //   r<R>/alive_<node>          heartbeats (a counter)
@@ -80,13 +81,15 @@ class NodeLiveness {
 };
 
 // Takes a vacant slot of round `round` (closed with `nodes` nodes) whose node
-// ran `nproc` workers: its node rank and this agent's incarnation there, or
+// ran `nproc` workers (only node `only_node` when >= 0: the static backend's
+// own node rank): its node rank and this agent's incarnation there, or
 // nullopt when none is vacant (or another agent took it first).
 struct ClaimedSlot {
   int node = 0;
   int incarnation = 0;
 };
-absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc);
+absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc,
+                                                           int only_node = -1);
 
 }  // namespace braid
 

@@ -155,7 +155,7 @@ absl::StatusOr<std::optional<RendezvousResult>> Rendezvous::TakeVacantSlot(int r
   BRAID_ASSIGN_OR_RETURN(const std::string count, store_->Get(Key(round, "closed"), deadline));
   BRAID_ASSIGN_OR_RETURN(const int members, ParseCount("closed", count));
   BRAID_ASSIGN_OR_RETURN(const std::optional<ClaimedSlot> claimed,
-                         ClaimVacantSlot(*store_, round, members, spec_.self.nproc));
+                         ClaimVacantSlot(*store_, round, members, spec_.self.nproc, spec_.static_node_rank));
   if (!claimed.has_value()) return std::nullopt;
   BRAID_ASSIGN_OR_RETURN(RendezvousResult result, Members(round, claimed->node + 1, members, deadline));
   result.nodes[static_cast<size_t>(claimed->node)].addr = spec_.self.addr;

@@ -49,7 +49,8 @@ struct RendezvousSpec {
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
   // An agent that finds its round closed takes a lost node's vacant slot
-  // (launcher/node_liveness.h) rather than wait for the next round.
+  // (launcher/node_liveness.h) rather than wait for the next round; under the
+  // static backend, only its own node rank's.
   bool take_vacant_slot = false;
   // Asked between the slices of every wait: true ends the wait with
   // kCancelled (a signal to the agent must not wait for join_timeout).

@@ -124,31 +124,46 @@ TEST_CASE("faults: SIGTERM to an agent waiting in rendezvous ends it at once wit
   CHECK(took < absl::Seconds(3));
 }
 
+// braidrun, one worker, --restart-policy=replace with 0.3 s heartbeats,
+// running train_mlp --recovery=in-place --check for 4 epochs; `rdzv`: how it
+// meets the other nodes.
+std::vector<std::string> InPlaceNode(const std::vector<std::string>& rdzv) {
+  std::vector<std::string> argv = {Runfile("launcher/braidrun"), "--nproc-per-node=1", "--restart-policy=replace",
+                                   "--max-restarts=2", "--rdzv-conf=keep_alive_interval=0.3,keep_alive_max_attempt=3"};
+  argv.insert(argv.end(), rdzv.begin(), rdzv.end());
+  argv.insert(argv.end(), {Runfile("examples/train_mlp"), "--recovery=in-place", "--check", "--epochs=4",
+                           "--samples=2048", "--batch-size=16", "--step-sleep-ms=30"});
+  return argv;
+}
+
+const std::map<std::string, std::string> kInPlaceEnv = {{"BRAID_JOB_SECRET", "in-place-secret"},
+                                                        {"BRAID_TIMEOUT_SEC", "20"}};
+
+// Waits (60 s at most) until one of the jobs of `tags` has printed `text`.
+bool AwaitOutput(const std::vector<std::string>& tags, const std::string& text) {
+  const Deadline deadline = DeadlineIn(absl::Seconds(60));
+  while (!Expired(deadline)) {
+    for (const std::string& tag : tags) {
+      if (absl::StrContains(ReadFile(TestTempDir() + "/" + tag + ".out"), text)) return true;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
 TEST_CASE("faults: an agent stopped past its heartbeats is lost: the others go on in place, it stops its workers",
           "[faults]") {
   const uint16_t port = UnusedPort();
-  auto argv = [&](int i) {
-    return std::vector<std::string>{Runfile("launcher/braidrun"), "--nnodes=3", "--nproc-per-node=1",
-                                    "--rdzv-backend=c10d", absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
-                                    "--rdzv-id=fence", "--restart-policy=replace", "--max-restarts=2",
-                                    "--rdzv-conf=keep_alive_interval=0.3,keep_alive_max_attempt=3",
-                                    absl::StrCat("--local-addr=127.0.0.", i), Runfile("examples/train_mlp"),
-                                    "--recovery=in-place", "--check", "--epochs=4", "--samples=2048",
-                                    "--batch-size=16", "--step-sleep-ms=30"};
-  };
-  const std::map<std::string, std::string> env = {{"BRAID_JOB_SECRET", "fence-secret"}, {"BRAID_TIMEOUT_SEC", "20"}};
-  std::vector<pid_t> agents;
   const std::vector<std::string> tags = {"fence_1", "fence_2", "fence_3"};
-  for (int i = 1; i <= 3; ++i) agents.push_back(Spawn(argv(i), env, tags[static_cast<size_t>(i - 1)], kWorkerContract));
+  std::vector<pid_t> agents;
+  for (int i = 1; i <= 3; ++i) {
+    agents.push_back(Spawn(InPlaceNode({"--nnodes=3", "--rdzv-backend=c10d",
+                                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=fence",
+                                        absl::StrCat("--local-addr=127.0.0.", i)}),
+                           kInPlaceEnv, tags[static_cast<size_t>(i - 1)], kWorkerContract));
+  }
   // Training has begun when rank 0 (on whichever node) has said so.
-  const Deadline started = DeadlineIn(absl::Seconds(60));
-  auto begun = [&] {
-    for (const std::string& tag : tags) {
-      if (absl::StrContains(ReadFile(TestTempDir() + "/" + tag + ".out"), "in-place recovery")) return true;
-    }
-    return false;
-  };
-  while (!begun() && !Expired(started)) absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(AwaitOutput(tags, "in-place recovery"));
   absl::SleepFor(absl::Seconds(1));
   // Node 3's agent (127.0.0.1 hosts the store) stops for 3 s, ten keep-alive intervals.
   REQUIRE(kill(agents[2], SIGSTOP) == 0);
@@ -164,6 +179,35 @@ TEST_CASE("faults: an agent stopped past its heartbeats is lost: the others go o
   CHECK(absl::StrContains(survivors, "3 -> 2 ranks"));
   CHECK(absl::StrContains(survivors, "check: PASSED"));
   CHECK(absl::StrContains(exits[0].err + exits[1].err, "missed 3 heartbeats"));
+}
+
+TEST_CASE("faults: static rendezvous: a node killed mid-training is lost; an agent with its --node-rank takes its place",
+          "[faults]") {
+  const uint16_t master_port = UnusedPortPair();  // the store on master_port + 1, hosted by node 0
+  auto node = [&](int rank) {
+    return InPlaceNode({"--nnodes=3", "--rdzv-backend=static", absl::StrCat("--node-rank=", rank),
+                        "--master-addr=127.0.0.1", absl::StrCat("--master-port=", master_port), "--rdzv-id=static"});
+  };
+  std::vector<std::string> tags = {"static_0", "static_1", "static_2"};
+  std::vector<pid_t> agents;
+  for (int rank = 0; rank < 3; ++rank) {
+    agents.push_back(Spawn(node(rank), kInPlaceEnv, tags[static_cast<size_t>(rank)], kWorkerContract));
+  }
+  REQUIRE(AwaitOutput({"static_0"}, "in-place recovery"));
+  absl::SleepFor(absl::Seconds(1));
+  REQUIRE(kill(agents[2], SIGKILL) == 0);  // its worker dies with it
+  REQUIRE(AwaitOutput({"static_0"}, "3 -> 2 ranks"));
+  tags.push_back("static_2_back");
+  agents.push_back(Spawn(node(2), kInPlaceEnv, tags.back(), kWorkerContract));
+  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(120)));
+  INFO(Dump(exits[0]) << "\n" << Dump(exits[1]) << "\n" << Dump(exits[3]));
+  CHECK(exits[0].code == 0);
+  CHECK(exits[1].code == 0);
+  CHECK(exits[2].code == -SIGKILL);
+  CHECK(exits[3].code == 0);
+  CHECK(absl::StrContains(exits[3].err, "this agent takes its place"));
+  CHECK(absl::StrContains(exits[3].out, "joined the running group"));
+  CHECK(absl::StrContains(exits[0].out, "check: PASSED"));
 }
 
 // The pid of the child of `agent` whose environment has RANK=`rank`.
