@@ -109,8 +109,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
 
     const bool closer = spec_.static_node_rank >= 0 ? spec_.static_node_rank == 0 : slot == 1;
     if (closer) {
-      const std::vector<std::string> min_key = {Key(round, absl::StrCat("joined_", spec_.min_nodes))};
-      absl::Status arrived = WaitFor(min_key, deadline);
+      absl::Status arrived = WaitForMinimum(round, deadline);
       if (absl::IsDeadlineExceeded(arrived)) {
         absl::StatusOr<std::string> count = store_->Get(Key(round, "count"), absl::InfinitePast());
         return absl::DeadlineExceededError(absl::StrCat(
@@ -149,6 +148,17 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
     }
     return Members(round, slot, members, deadline);
   }
+}
+
+absl::Status Rendezvous::WaitForMinimum(int round, Deadline deadline) {
+  // c10d slots are taken in order, so the min_nodes-th joined means all
+  // before it did; static slots are node ranks, arriving in any order.
+  std::vector<std::string> keys = {Key(round, absl::StrCat("joined_", spec_.min_nodes))};
+  if (spec_.static_node_rank >= 0) {
+    keys.clear();
+    for (int slot = 1; slot <= spec_.max_nodes; ++slot) keys.push_back(Key(round, absl::StrCat("joined_", slot)));
+  }
+  return WaitFor(keys, deadline);
 }
 
 absl::StatusOr<std::optional<RendezvousResult>> Rendezvous::TakeVacantSlot(int round, Deadline deadline) {

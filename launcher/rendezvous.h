@@ -123,6 +123,9 @@ class Rendezvous {
   // Too late for `round`: counted as waiting (the running agents see it), on to the next round.
   absl::Status MarkLate(int round);
   absl::StatusOr<RendezvousResult> Members(int round, int slot, int count, Deadline deadline);
+  // The closer's wait for the nodes a round needs (every node rank under
+  // the static backend), as WaitFor.
+  absl::Status WaitForMinimum(int round, Deadline deadline);
   // Round `round` is closed: this agent's result in a lost node's slot, if one is vacant.
   absl::StatusOr<std::optional<RendezvousResult>> TakeVacantSlot(int round, Deadline deadline);
 

@@ -139,9 +139,10 @@ std::vector<std::string> InPlaceNode(const std::vector<std::string>& rdzv) {
 const std::map<std::string, std::string> kInPlaceEnv = {{"BRAID_JOB_SECRET", "in-place-secret"},
                                                         {"BRAID_TIMEOUT_SEC", "20"}};
 
-// Waits (60 s at most) until one of the jobs of `tags` has printed `text`.
+// Waits until one of the jobs of `tags` has printed `text`: 240 s at most,
+// for three agents and their trainers under TSan on 2 cores take minutes to start.
 bool AwaitOutput(const std::vector<std::string>& tags, const std::string& text) {
-  const Deadline deadline = DeadlineIn(absl::Seconds(60));
+  const Deadline deadline = DeadlineIn(absl::Seconds(240));
   while (!Expired(deadline)) {
     for (const std::string& tag : tags) {
       if (absl::StrContains(ReadFile(TestTempDir() + "/" + tag + ".out"), text)) return true;
@@ -169,7 +170,7 @@ TEST_CASE("faults: an agent stopped past its heartbeats is lost: the others go o
   REQUIRE(kill(agents[2], SIGSTOP) == 0);
   absl::SleepFor(absl::Seconds(3));
   REQUIRE(kill(agents[2], SIGCONT) == 0);
-  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(120)));
+  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(300)));
   INFO(Dump(exits[0]) << "\n" << Dump(exits[1]) << "\n" << Dump(exits[2]));
   CHECK(exits[0].code == 0);
   CHECK(exits[1].code == 0);
@@ -199,7 +200,7 @@ TEST_CASE("faults: static rendezvous: a node killed mid-training is lost; an age
   REQUIRE(AwaitOutput({"static_0"}, "3 -> 2 ranks"));
   tags.push_back("static_2_back");
   agents.push_back(Spawn(node(2), kInPlaceEnv, tags.back(), kWorkerContract));
-  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(120)));
+  const std::vector<ProcessExit> exits = WaitAll(agents, tags, DeadlineIn(absl::Seconds(300)));
   INFO(Dump(exits[0]) << "\n" << Dump(exits[1]) << "\n" << Dump(exits[3]));
   CHECK(exits[0].code == 0);
   CHECK(exits[1].code == 0);

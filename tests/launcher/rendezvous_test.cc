@@ -152,6 +152,27 @@ TEST_CASE("rendezvous: static node ranks are the ones given", "[launcher]") {
   CHECK(results[0]->nodes[0].addr == "10.0.0.1");
 }
 
+TEST_CASE("rendezvous: static node ranks arriving out of order all meet in one round", "[launcher]") {
+  // Node ranks 0 and 2 first, node rank 1 half a second later: node 0 must
+  // not close the round at node 2's arrival (the highest slot), leaving node
+  // 1 late for a round the others wait in.
+  Job job;
+  std::vector<absl::StatusOr<RendezvousResult>> results(3, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int rank : {0, 2, 1}) {
+    std::shared_ptr<Store> client = job.Client();
+    if (rank == 1) absl::SleepFor(absl::Milliseconds(500));
+    threads.emplace_back([&results, rank, client] {
+      RendezvousSpec spec = Spec(3, 3, rank);
+      spec.static_node_rank = rank;
+      results[static_cast<size_t>(rank)] = Rendezvous(client, spec).Join();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CheckAgreement(results, 3);
+  for (int rank = 0; rank < 3; ++rank) CHECK(results[static_cast<size_t>(rank)]->node_rank == rank);
+}
+
 TEST_CASE("rendezvous: a node that never arrives is a timeout naming the count", "[launcher]") {
   Job job;
   RendezvousSpec spec = Spec(2, 2, 0);
