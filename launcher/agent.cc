@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,7 +39,29 @@ namespace braid {
 namespace agent_internal {
 namespace {
 
+// A port for MASTER_PORT that is free now and that the kernel will not hand
+// out meanwhile: the workers bind it later, and a port taken from the
+// ephemeral range (what binding port 0 gives) can go to any process's
+// outgoing connection in between (seen: torch's TCPStore failing with
+// EADDRINUSE while other jobs connected). So a port below
+// ip_local_port_range and below torchrun's and Slurm's defaults (29400 and
+// up, launcher/slurm_defaults.h), free when tried; port 0's answer if none is.
 absl::StatusOr<uint16_t> FreePort(const std::string& host) {
+  int low = 32768;
+  if (FILE* range = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(range, "%d", &low) != 1) low = 32768;
+    std::fclose(range);
+  }
+  const int first = std::max(1024, low - 12000);
+  low = std::min(low, static_cast<int>(kDefaultRdzvPort));
+  if (low - first >= 1000) {
+    uint32_t seed = static_cast<uint32_t>(getpid()) * 2654435761u ^ static_cast<uint32_t>(absl::ToUnixNanos(absl::Now()));
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      seed = seed * 1664525u + 1013904223u;
+      const auto port = static_cast<uint16_t>(first + static_cast<int>((seed >> 8) % static_cast<uint32_t>(low - first)));
+      if (absl::StatusOr<TcpListener> probe = TcpListener::Listen(host, port); probe.ok()) return port;
+    }
+  }
   BRAID_ASSIGN_OR_RETURN(TcpListener listener, TcpListener::Listen(host, 0));
   return listener.port();
 }
