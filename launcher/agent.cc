@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,10 @@ absl::StatusOr<uint16_t> FreePort(const std::string& host) {
   const int first = std::max(1024, low - 12000);
   low = std::min(low, static_cast<int>(kDefaultRdzvPort));
   if (low - first >= 1000) {
-    uint32_t seed = static_cast<uint32_t>(getpid()) * 2654435761u ^ static_cast<uint32_t>(absl::ToUnixNanos(absl::Now()));
+    std::minstd_rand generator(std::random_device{}());
+    std::uniform_int_distribution<int> pick(first, low - 1);
     for (int attempt = 0; attempt < 64; ++attempt) {
-      seed = seed * 1664525u + 1013904223u;
-      const auto port = static_cast<uint16_t>(first + static_cast<int>((seed >> 8) % static_cast<uint32_t>(low - first)));
+      const auto port = static_cast<uint16_t>(pick(generator));
       if (absl::StatusOr<TcpListener> probe = TcpListener::Listen(host, port); probe.ok()) return port;
     }
   }

@@ -1,21 +1,20 @@
 #include "launcher/node_liveness.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/status.h"
 
 namespace braid {
 namespace {
 
-std::string Key(int round, absl::string_view name) { return absl::StrCat("r", round, "/", name); }
-std::string AliveKey(int round, int node) { return Key(round, absl::StrCat("alive_", node)); }
-std::string GenKey(int round, int node) { return Key(round, absl::StrCat("gen_", node)); }
-std::string LostKey(int round, int node, int gen) { return Key(round, absl::StrCat("lost_", node, "_", gen)); }
-std::string ClaimKey(int round, int node, int gen) { return Key(round, absl::StrCat("claim_", node, "_", gen)); }
+std::string AliveKey(int round, int node) { return RoundKey(round, absl::StrCat("alive_", node)); }
+std::string GenKey(int round, int node) { return RoundKey(round, absl::StrCat("gen_", node)); }
+std::string LostKey(int round, int node, int gen) { return RoundKey(round, absl::StrCat("lost_", node, "_", gen)); }
+std::string ClaimKey(int round, int node, int gen) { return RoundKey(round, absl::StrCat("claim_", node, "_", gen)); }
 
 // A counter key's value; 0 while unset.
 absl::StatusOr<int64_t> Counter(Store& store, const std::string& key) {
@@ -37,6 +36,8 @@ absl::StatusOr<bool> LostAt(Store& store, int round, int node, int gen) {
 }
 
 }  // namespace
+
+std::string RoundKey(int round, absl::string_view name) { return absl::StrCat("r", round, "/", name); }
 
 NodeLiveness::NodeLiveness(std::shared_ptr<Store> rdzv_store, int round, int nodes, int self, int incarnation,
                            std::vector<std::string> addrs, KeepAlive keep_alive)
@@ -60,11 +61,10 @@ absl::StatusOr<std::vector<LostNode>> NodeLiveness::Tick() {
   const absl::Time now = absl::Now();
   if (now < next_tick_) return declared;
   next_tick_ = now + keep_alive_.interval;
-  const std::string self_lost = LostKey(round_, self_, incarnation_);
-  BRAID_ASSIGN_OR_RETURN(const bool lost, store_->Check({self_lost}));
-  if (lost) {
-    BRAID_ASSIGN_OR_RETURN(const std::string why, store_->Get(self_lost, absl::InfinitePast()));
-    return absl::CancelledError(absl::StrCat("the other nodes declared this node (node ", self_, ") lost: ", why));
+  BRAID_ASSIGN_OR_RETURN(const std::optional<std::string> lost,
+                         GetIfSet(*store_, LostKey(round_, self_, incarnation_)));
+  if (lost.has_value()) {
+    return absl::CancelledError(absl::StrCat("the other nodes declared this node (node ", self_, ") lost: ", *lost));
   }
   BRAID_RETURN_IF_ERROR(store_->Add(AliveKey(round_, self_), 1).status());
   const absl::Duration window = keep_alive_.interval * keep_alive_.max_missed;
@@ -89,21 +89,12 @@ absl::StatusOr<std::vector<LostNode>> NodeLiveness::Tick() {
   return declared;
 }
 
-absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc,
-                                                           int only_node) {
-  for (int node = 0; node < nodes; ++node) {
-    if (only_node >= 0 && node != only_node) continue;
+absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round,
+                                                           const std::vector<int>& candidates) {
+  for (int node : candidates) {
     BRAID_ASSIGN_OR_RETURN(const int gen, IncarnationOf(rdzv_store, round, node));
     BRAID_ASSIGN_OR_RETURN(const bool vacant, LostAt(rdzv_store, round, node, gen));
     if (!vacant) continue;
-    const std::string info_key = Key(round, absl::StrCat("node_", node + 1));
-    BRAID_ASSIGN_OR_RETURN(const std::string info, rdzv_store.Get(info_key, absl::InfinitePast()));
-    const std::vector<std::string> parts = absl::StrSplit(info, ' ');
-    int slot_nproc = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &slot_nproc)) {
-      return absl::DataLossError(absl::StrCat("rendezvous: key ", info_key, " holds '", info, "'"));
-    }
-    if (slot_nproc != nproc) continue;
     BRAID_ASSIGN_OR_RETURN(const int64_t claims, rdzv_store.Add(ClaimKey(round, node, gen), 1));
     if (claims != 1) continue;  // another agent took it
     BRAID_RETURN_IF_ERROR(rdzv_store.Set(GenKey(round, node), absl::StrCat(gen + 1)));

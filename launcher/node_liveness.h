@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "store/store.h"
 
@@ -80,16 +81,21 @@ class NodeLiveness {
   absl::Time next_tick_ = absl::InfinitePast();
 };
 
-// Takes a vacant slot of round `round` (closed with `nodes` nodes) whose node
-// ran `nproc` workers (only node `only_node` when >= 0: the static backend's
-// own node rank): its node rank and this agent's incarnation there, or
-// nullopt when none is vacant (or another agent took it first).
+// The key "r<round>/<name>" under the rendezvous' prefix: every key of a
+// round, the rendezvous' own (launcher/rendezvous.h) and the ones above.
+std::string RoundKey(int round, absl::string_view name);
+
+// Takes the first vacant slot among `candidates` (node ranks of round
+// `round` that this agent could fill: the same worker count, and under the
+// static backend its own node rank): its node rank and this agent's
+// incarnation there, or nullopt when none is vacant (or another agent took
+// it first).
 struct ClaimedSlot {
   int node = 0;
   int incarnation = 0;
 };
-absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round, int nodes, int nproc,
-                                                           int only_node = -1);
+absl::StatusOr<std::optional<ClaimedSlot>> ClaimVacantSlot(Store& rdzv_store, int round,
+                                                           const std::vector<int>& candidates);
 
 }  // namespace braid
 

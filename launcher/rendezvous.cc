@@ -11,8 +11,6 @@
 namespace braid {
 namespace {
 
-std::string Key(int round, absl::string_view name) { return absl::StrCat("r", round, "/", name); }
-
 constexpr absl::Duration kSlice = absl::Milliseconds(200);
 
 absl::StatusOr<int> ParseCount(const std::string& key, const std::string& text) {
@@ -68,7 +66,7 @@ absl::Status Rendezvous::AdvancePast(int round) {
 }
 
 absl::Status Rendezvous::MarkLate(int round) {
-  BRAID_RETURN_IF_ERROR(store_->Add(Key(round, "waiting"), 1).status());
+  BRAID_RETURN_IF_ERROR(store_->Add(RoundKey(round, "waiting"), 1).status());
   return AdvancePast(round);
 }
 
@@ -81,7 +79,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       BRAID_RETURN_IF_ERROR(AdvancePast(round));
       continue;
     }
-    BRAID_ASSIGN_OR_RETURN(bool closed, store_->Check({Key(round, "closed")}));
+    BRAID_ASSIGN_OR_RETURN(bool closed, store_->Check({RoundKey(round, "closed")}));
     if (closed && spec_.take_vacant_slot) {
       BRAID_ASSIGN_OR_RETURN(std::optional<RendezvousResult> taken, TakeVacantSlot(round, deadline));
       if (taken.has_value()) return *std::move(taken);
@@ -96,7 +94,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
     if (spec_.static_node_rank >= 0) {
       slot = spec_.static_node_rank + 1;
     } else {
-      BRAID_ASSIGN_OR_RETURN(int64_t taken, store_->Add(Key(round, "count"), 1));
+      BRAID_ASSIGN_OR_RETURN(int64_t taken, store_->Add(RoundKey(round, "count"), 1));
       slot = static_cast<int>(taken);
       if (slot > spec_.max_nodes) {
         BRAID_RETURN_IF_ERROR(MarkLate(round));
@@ -104,14 +102,14 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       }
     }
     BRAID_RETURN_IF_ERROR(
-        store_->Set(Key(round, absl::StrCat("node_", slot)), absl::StrCat(spec_.self.addr, " ", spec_.self.nproc)));
-    BRAID_RETURN_IF_ERROR(store_->Set(Key(round, absl::StrCat("joined_", slot)), ""));
+        store_->Set(RoundKey(round, absl::StrCat("node_", slot)), absl::StrCat(spec_.self.addr, " ", spec_.self.nproc)));
+    BRAID_RETURN_IF_ERROR(store_->Set(RoundKey(round, absl::StrCat("joined_", slot)), ""));
 
     const bool closer = spec_.static_node_rank >= 0 ? spec_.static_node_rank == 0 : slot == 1;
     if (closer) {
       absl::Status arrived = WaitForMinimum(round, deadline);
       if (absl::IsDeadlineExceeded(arrived)) {
-        absl::StatusOr<std::string> count = store_->Get(Key(round, "count"), absl::InfinitePast());
+        absl::StatusOr<std::string> count = store_->Get(RoundKey(round, "count"), absl::InfinitePast());
         return absl::DeadlineExceededError(absl::StrCat(
             "rendezvous '", spec_.run_id, "' round ", round, ": timed out after ",
             absl::FormatDuration(spec_.join_timeout), " (--rdzv-conf join_timeout) with ",
@@ -120,19 +118,19 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
       BRAID_RETURN_IF_ERROR(arrived);
       if (spec_.max_nodes > spec_.min_nodes) {
         // The last-call window: more nodes may still come, up to max_nodes.
-        const std::vector<std::string> max_key = {Key(round, absl::StrCat("joined_", spec_.max_nodes))};
+        const std::vector<std::string> max_key = {RoundKey(round, absl::StrCat("joined_", spec_.max_nodes))};
         absl::Status full = WaitFor(max_key, std::min(deadline, DeadlineIn(spec_.last_call_timeout)));
         if (!full.ok() && !absl::IsDeadlineExceeded(full)) return full;
       }
       int members = spec_.max_nodes;
       if (spec_.static_node_rank < 0) {
-        BRAID_ASSIGN_OR_RETURN(std::string count, store_->Get(Key(round, "count"), deadline));
+        BRAID_ASSIGN_OR_RETURN(std::string count, store_->Get(RoundKey(round, "count"), deadline));
         BRAID_ASSIGN_OR_RETURN(members, ParseCount("count", count));
         members = std::min(members, spec_.max_nodes);
       }
-      BRAID_RETURN_IF_ERROR(store_->CompareSet(Key(round, "closed"), "", absl::StrCat(members)).status());
+      BRAID_RETURN_IF_ERROR(store_->CompareSet(RoundKey(round, "closed"), "", absl::StrCat(members)).status());
     }
-    absl::StatusOr<std::string> closed_count = GetWithin(Key(round, "closed"), deadline);
+    absl::StatusOr<std::string> closed_count = GetWithin(RoundKey(round, "closed"), deadline);
     if (absl::IsDeadlineExceeded(closed_count.status())) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rendezvous '", spec_.run_id, "' round ", round, ": the round did not close within ",
@@ -153,21 +151,26 @@ absl::StatusOr<RendezvousResult> Rendezvous::Join(int after_round) {
 absl::Status Rendezvous::WaitForMinimum(int round, Deadline deadline) {
   // c10d slots are taken in order, so the min_nodes-th joined means all
   // before it did; static slots are node ranks, arriving in any order.
-  std::vector<std::string> keys = {Key(round, absl::StrCat("joined_", spec_.min_nodes))};
+  std::vector<std::string> keys = {RoundKey(round, absl::StrCat("joined_", spec_.min_nodes))};
   if (spec_.static_node_rank >= 0) {
     keys.clear();
-    for (int slot = 1; slot <= spec_.max_nodes; ++slot) keys.push_back(Key(round, absl::StrCat("joined_", slot)));
+    for (int slot = 1; slot <= spec_.max_nodes; ++slot) keys.push_back(RoundKey(round, absl::StrCat("joined_", slot)));
   }
   return WaitFor(keys, deadline);
 }
 
 absl::StatusOr<std::optional<RendezvousResult>> Rendezvous::TakeVacantSlot(int round, Deadline deadline) {
-  BRAID_ASSIGN_OR_RETURN(const std::string count, store_->Get(Key(round, "closed"), deadline));
+  BRAID_ASSIGN_OR_RETURN(const std::string count, store_->Get(RoundKey(round, "closed"), deadline));
   BRAID_ASSIGN_OR_RETURN(const int members, ParseCount("closed", count));
-  BRAID_ASSIGN_OR_RETURN(const std::optional<ClaimedSlot> claimed,
-                         ClaimVacantSlot(*store_, round, members, spec_.self.nproc, spec_.static_node_rank));
+  BRAID_ASSIGN_OR_RETURN(RendezvousResult result, Members(round, /*slot=*/1, members, deadline));
+  std::vector<int> candidates;  // the slots this agent could fill
+  for (int node = 0; node < members; ++node) {
+    const bool own_rank = spec_.static_node_rank < 0 || spec_.static_node_rank == node;
+    if (own_rank && result.nodes[static_cast<size_t>(node)].nproc == spec_.self.nproc) candidates.push_back(node);
+  }
+  BRAID_ASSIGN_OR_RETURN(const std::optional<ClaimedSlot> claimed, ClaimVacantSlot(*store_, round, candidates));
   if (!claimed.has_value()) return std::nullopt;
-  BRAID_ASSIGN_OR_RETURN(RendezvousResult result, Members(round, claimed->node + 1, members, deadline));
+  result.node_rank = claimed->node;
   result.nodes[static_cast<size_t>(claimed->node)].addr = spec_.self.addr;
   result.incarnation = claimed->incarnation;
   return result;
@@ -178,7 +181,7 @@ absl::StatusOr<RendezvousResult> Rendezvous::Members(int round, int slot, int co
   result.round = round;
   result.node_rank = slot - 1;
   for (int i = 1; i <= count; ++i) {
-    const std::string key = Key(round, absl::StrCat("node_", i));
+    const std::string key = RoundKey(round, absl::StrCat("node_", i));
     absl::StatusOr<std::string> value = GetWithin(key, deadline);
     if (absl::IsDeadlineExceeded(value.status())) {
       return absl::DeadlineExceededError(absl::StrCat("rendezvous '", spec_.run_id, "' round ", round, ": node ",
@@ -196,42 +199,42 @@ absl::StatusOr<RendezvousResult> Rendezvous::Members(int round, int slot, int co
 }
 
 absl::StatusOr<std::string> Rendezvous::RestartReason(int round) {
-  const std::string key = Key(round, "restart");
+  const std::string key = RoundKey(round, "restart");
   BRAID_ASSIGN_OR_RETURN(bool ended, store_->Check({key}));
   if (!ended) return std::string();
   return store_->Get(key, absl::InfinitePast());
 }
 
 absl::StatusOr<std::string> Rendezvous::RequestRestart(int round, const std::string& reason) {
-  return store_->CompareSet(Key(round, "restart"), "", reason);
+  return store_->CompareSet(RoundKey(round, "restart"), "", reason);
 }
 
-absl::StatusOr<bool> Rendezvous::NodesWaiting(int round) { return store_->Check({Key(round, "waiting")}); }
+absl::StatusOr<bool> Rendezvous::NodesWaiting(int round) { return store_->Check({RoundKey(round, "waiting")}); }
 
 absl::Status Rendezvous::PublishMaster(int round, const std::string& addr_port) {
-  return store_->Set(Key(round, "master"), addr_port);
+  return store_->Set(RoundKey(round, "master"), addr_port);
 }
 
 absl::StatusOr<std::string> Rendezvous::Master(int round) {
-  return GetWithin(Key(round, "master"), DeadlineIn(spec_.join_timeout));
+  return GetWithin(RoundKey(round, "master"), DeadlineIn(spec_.join_timeout));
 }
 
 absl::Status Rendezvous::RecordFailure(int round, const FailureRecord& failure) {
-  BRAID_ASSIGN_OR_RETURN(int64_t index, store_->Add(Key(round, "failures"), 1));
-  return store_->Set(Key(round, absl::StrCat("failure_", index)),
+  BRAID_ASSIGN_OR_RETURN(int64_t index, store_->Add(RoundKey(round, "failures"), 1));
+  return store_->Set(RoundKey(round, absl::StrCat("failure_", index)),
                      absl::StrCat(absl::ToUnixNanos(failure.time), "\t", failure.global_rank, "\t",
                                   failure.local_rank, "\t", failure.host, "\t", failure.how, "\t", failure.tail));
 }
 
 absl::StatusOr<std::vector<FailureRecord>> Rendezvous::Failures(int round) {
   std::vector<FailureRecord> failures;
-  BRAID_ASSIGN_OR_RETURN(bool any, store_->Check({Key(round, "failures")}));
+  BRAID_ASSIGN_OR_RETURN(bool any, store_->Check({RoundKey(round, "failures")}));
   if (!any) return failures;
-  BRAID_ASSIGN_OR_RETURN(std::string count_text, store_->Get(Key(round, "failures"), absl::InfinitePast()));
+  BRAID_ASSIGN_OR_RETURN(std::string count_text, store_->Get(RoundKey(round, "failures"), absl::InfinitePast()));
   BRAID_ASSIGN_OR_RETURN(int count, ParseCount("failures", count_text));
   for (int i = 1; i <= count; ++i) {
     // A record is set right after its index is taken; wait briefly for it.
-    absl::StatusOr<std::string> text = store_->Get(Key(round, absl::StrCat("failure_", i)), DeadlineIn(absl::Seconds(2)));
+    absl::StatusOr<std::string> text = store_->Get(RoundKey(round, absl::StrCat("failure_", i)), DeadlineIn(absl::Seconds(2)));
     if (!text.ok()) continue;
     std::vector<std::string> f = absl::StrSplit(*text, absl::MaxSplits('\t', 5));
     if (f.size() != 6) continue;
@@ -253,7 +256,7 @@ absl::StatusOr<std::vector<FailureRecord>> Rendezvous::Failures(int round) {
 }
 
 absl::Status Rendezvous::MarkDone(int round, int node_rank) {
-  return store_->Set(Key(round, absl::StrCat("done_", node_rank)), "");
+  return store_->Set(RoundKey(round, absl::StrCat("done_", node_rank)), "");
 }
 
 absl::Status Rendezvous::WaitAllDone(const RendezvousResult& result, NodeLiveness& liveness,
@@ -267,7 +270,7 @@ absl::Status Rendezvous::WaitAllDone(const RendezvousResult& result, NodeLivenes
     std::vector<std::string> keys;
     for (int i = 0; i < static_cast<int>(result.nodes.size()); ++i) {
       BRAID_ASSIGN_OR_RETURN(const bool vacant, liveness.Vacant(i));
-      if (!vacant) keys.push_back(Key(result.round, absl::StrCat("done_", i)));
+      if (!vacant) keys.push_back(RoundKey(result.round, absl::StrCat("done_", i)));
     }
     absl::Status all = store_->Wait(keys, std::min(deadline, DeadlineIn(kSlice)));
     if (!absl::IsDeadlineExceeded(all) || Expired(deadline)) return all;
