@@ -321,7 +321,8 @@ absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Te
 void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   if (!task.inline_run) flight_.Running(task.args.seq);
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
-  const uint64_t stamp = stragglers_.enabled() ? StragglerMonitor::Stamp() : 0;
+  const bool timed = stragglers_.Times(task.args.seq);
+  const uint64_t stamp = timed ? StragglerMonitor::Stamp() : 0;
   absl::Status status = Agree(task);
   if (status.ok()) {
     if (!device_memory_only_ && HostStaging::Needed(in, out)) {
@@ -334,7 +335,7 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   }
   // Collectives only (point to point is not every rank's): each rank reaches
   // the window's end at the same one.
-  if (status.ok() && task.args.seq != 0 && stragglers_.Record(stamp, StragglerMonitor::Stamp())) {
+  if (status.ok() && timed && stragglers_.Record(stamp, StragglerMonitor::Stamp())) {
     status = ExchangeStragglerWindow(task);
   }
   // A device collective queued: its callback finishes the Work and the records.

@@ -13,17 +13,26 @@
 
 namespace braid {
 
-StragglerReport AnalyzeWaits(absl::Span<const float> waits_us, int ranks, int window) {
+namespace {
+
+// Where tiny collectives stop doubling the stride (one timed in a million).
+constexpr uint64_t kMaxStride = uint64_t{1} << 20;
+
+}  // namespace
+
+StragglerReport AnalyzeWaits(absl::Span<const float> waits_us, int ranks, int window, size_t row) {
   StragglerReport report;
   report.window = window;
-  if (ranks < 2 || window <= 0 || waits_us.size() < static_cast<size_t>(ranks) * window) return report;
+  if (ranks < 2 || window <= 0 || row < static_cast<size_t>(window) || waits_us.size() < static_cast<size_t>(ranks) * row) {
+    return report;
+  }
   std::vector<int> last_count(static_cast<size_t>(ranks), 0);
   std::vector<std::vector<float>> behind(static_cast<size_t>(ranks));
   std::vector<float> column(static_cast<size_t>(ranks));
   for (int j = 0; j < window; ++j) {
     int last = 0;
     for (int r = 0; r < ranks; ++r) {
-      column[r] = waits_us[static_cast<size_t>(r) * window + j];
+      column[r] = waits_us[static_cast<size_t>(r) * row + j];
       if (column[r] < column[last]) last = r;
     }
     const float least = column[last];
@@ -47,8 +56,11 @@ StragglerReport AnalyzeWaits(absl::Span<const float> waits_us, int ranks, int wi
 std::string DescribeStraggler(const StragglerReport& report) {
   if (report.rank < 0) return absl::StrFormat("no rank stands out as last in the last %d collectives", report.window);
   const bool ms = report.behind_ms >= 1;
-  return absl::StrFormat("rank %d arrived last in %d %% of the last %d collectives, %.1f %s behind the median",
-                         report.rank, static_cast<int>(std::lround(report.last_fraction * 100)), report.window,
+  const std::string looked_at =
+      report.stride > 1 ? absl::StrFormat("%d collectives timed, one in %d", report.window, report.stride)
+                        : absl::StrFormat("the last %d collectives", report.window);
+  return absl::StrFormat("rank %d arrived last in %d %% of %s, %.1f %s behind the median", report.rank,
+                         static_cast<int>(std::lround(report.last_fraction * 100)), looked_at,
                          ms ? report.behind_ms : report.behind_ms * 1000, ms ? "ms" : "us");
 }
 
@@ -56,8 +68,8 @@ StragglerMonitor::StragglerMonitor(int ranks, int window)
     : ranks_(ranks),
       window_(ranks > 1 ? std::max(window, 0) : 0),
       ticks_(static_cast<size_t>(window_)),
-      mine_(static_cast<size_t>(window_)),
-      all_(static_cast<size_t>(window_) * static_cast<size_t>(std::max(ranks, 1))),
+      mine_(static_cast<size_t>(window_) + 1),
+      all_(mine_.size() * static_cast<size_t>(std::max(ranks, 1))),
       window_stamp_(Stamp()),
       window_time_(absl::Now()) {}
 
@@ -79,6 +91,7 @@ bool StragglerMonitor::Record(uint64_t start, uint64_t end) {
   const double us = absl::ToDoubleMicroseconds(now - window_time_);
   const double per_us = us > 0 && stamp > window_stamp_ ? static_cast<double>(stamp - window_stamp_) / us : 1;
   for (size_t j = 0; j < ticks_.size(); ++j) mine_[j] = static_cast<float>(static_cast<double>(ticks_[j]) / per_us);
+  mine_.back() = static_cast<float>(us);
   window_stamp_ = stamp;
   window_time_ = now;
   return true;
@@ -94,7 +107,14 @@ absl::Span<std::byte> StragglerMonitor::All() {
 
 StragglerReport StragglerMonitor::Analyze() {
   filled_ = 0;
-  return AnalyzeWaits(all_, ranks_, window_);
+  StragglerReport report = AnalyzeWaits(all_, ranks_, window_, mine_.size());
+  report.stride = stride_;
+  float longest_us = 0;
+  for (int r = 0; r < ranks_; ++r) longest_us = std::max(longest_us, all_[(static_cast<size_t>(r) + 1) * mine_.size() - 1]);
+  const absl::Duration longest = absl::Microseconds(longest_us);
+  if (longest < kMinWindowSpan && stride_ < kMaxStride) stride_ *= 2;
+  if (longest > kMaxWindowSpan && stride_ > 1) stride_ /= 2;
+  return report;
 }
 
 }  // namespace braid
