@@ -10,7 +10,9 @@
 #   - all-reduce busbw, 64 KiB .. MAXBYTES by x4, in and out of place: braid
 #     over shm against MPI_Allreduce (vader); at 2 ranks, against the memory
 #     bound at 64 MiB and up;
-#   - at 2 ranks over tcp (loopback): 8 B and 64 MiB against Open MPI's tcp btl.
+#   - at 2 ranks over tcp (loopback): 8 B and 64 MiB against Open MPI's tcp btl;
+#   - at 2 ranks, bf16 and fp16 all-reduce at 64 MiB against the memory bound
+#     (the same bytes move; Open MPI has no 16-bit float sum to anchor them).
 #
 #   bench/pairs.sh                          # 5 pairs, 2 and 4 ranks (about 25 minutes)
 #   PAIRS=3 WORLD_SIZES=2 MAXBYTES=64M bench/pairs.sh
@@ -53,6 +55,7 @@ rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.txt
 LAT=(-b 8 -e 8 -n "$LAT_ITERS" -w 500 -c 0 -d float -o sum)
 SWEEP=(-b 64K -e "$MAXBYTES" -f 4 -n "$ITERS" -w 3 -c 0 -d float -o sum)
 TCP_SIZES=(-b 64M -e 64M -n "$ITERS" -w 3 -c 0 -d float -o sum)
+HALF=(-b 64M -e 64M -n "$ITERS" -w 3 -c 0 -o sum)
 
 braid() {  # name n transport args...
   local name=$1 n=$2 transport=$3
@@ -77,7 +80,11 @@ for p in $(seq "$PAIRS"); do
     mpi "mpi_lat_n${n}_p$p" "$n" vader,self "${LAT[@]}"
     braid "braid_sweep_n${n}_p$p" "$n" shm "${SWEEP[@]}"
     mpi "mpi_sweep_n${n}_p$p" "$n" vader,self "${SWEEP[@]}"
-    [[ $n == 2 ]] && "$BOUND" --threads=2 --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
+    if [[ $n == 2 ]]; then
+      "$BOUND" --threads=2 --sizes="$bound_sizes" > "$OUT/bound_n${n}_p$p.txt"
+      braid "braid_bf16_n${n}_p$p" "$n" shm "${HALF[@]}" -d bfloat16
+      braid "braid_fp16_n${n}_p$p" "$n" shm "${HALF[@]}" -d half
+    fi
     if [[ $TCP == 1 && $n == 2 ]]; then
       braid "braid_tcplat_n${n}_p$p" "$n" tcp "${LAT[@]}"
       mpi "mpi_tcplat_n${n}_p$p" "$n" tcp,self "${LAT[@]}"

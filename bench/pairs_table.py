@@ -123,6 +123,15 @@ for n in world_sizes:
             ins = [value(b.get(size), "in_place", "busbw_gbps") for b, _, _ in sweeps]
             add(n, f"{size_name(size)} busbw (GB/s)", "braid out of place vs braid in place", outs, ins,
                 [ratio(o, i) for o, i in zip(outs, ins)], 0.9 if n == 2 else None)
+    for dtype in ("bf16", "fp16"):
+        half = [rows(f"braid_{dtype}_n{n}_p{p}").get(64 * MIB) for p in pair_ids]
+        if not any(half):
+            continue
+        bounds = [bd.get(64 * MIB) for _, _, bd in sweeps]
+        for place in ("out_of_place", "in_place"):
+            braid = [value(h, place, "busbw_gbps") for h in half]
+            add(n, f"64 MiB {dtype} busbw (GB/s)", place.replace("_", " ") + ", vs the memory bound", braid, bounds,
+                [ratio(h, bd) for h, bd in zip(braid, bounds)], 0.8)
     tcp = [(rows(f"braid_tcp_n{n}_p{p}").get(64 * MIB), rows(f"mpi_tcp_n{n}_p{p}").get(64 * MIB)) for p in pair_ids]
     if any(b or a for b, a in tcp):
         for place in ("out_of_place", "in_place"):
