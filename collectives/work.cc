@@ -78,13 +78,15 @@ std::shared_ptr<Work> Work::Reuse(absl::Span<std::shared_ptr<Work>> spares, uint
     return *oldest;
   }
   std::shared_ptr<Work>& spare = *reusable;
-  {
-    // use_count() reads the count relaxed. Taking and dropping a reference
-    // ends in an acquire-release decrement after the last other owner's:
-    // whatever it read or wrote of the Work happens before what follows.
-    // (Not a fence: TSan rejects atomic_thread_fence.)
-    std::shared_ptr<Work> handshake = spare;
-  }
+  // use_count() read the count (relaxed) after the last other owner's
+  // release decrement: an acquire fence orders whatever that owner read or
+  // wrote of the Work before what follows. TSan does not model fences: there,
+  // taking and dropping a reference (an acquire-release decrement) does it.
+#if defined(__SANITIZE_THREAD__)
+  { std::shared_ptr<Work> handshake = spare; }
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
   Work& work = *spare;
   work.seq_ = seq;
   work.source_rank_ = -1;

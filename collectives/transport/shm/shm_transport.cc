@@ -94,12 +94,14 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
   ring_bytes_ = options.ring_bytes;
   const size_t bytes = shm_internal::SegmentBytes(n, ring_bytes_, options.window_half_bytes);
   segments_.resize(static_cast<size_t>(n));
+  headers_.assign(static_cast<size_t>(n), nullptr);
   pids_.assign(static_cast<size_t>(n), 0);
   pidfds_.resize(static_cast<size_t>(n));
 
   std::random_device random;
   const std::string my_name = absl::StrCat("/braid-", getpid(), "-", me, "-", random());
   BRAID_ASSIGN_OR_RETURN(segments_[static_cast<size_t>(me)], ShmSegment::Create(my_name, bytes));
+  headers_[static_cast<size_t>(me)] = segments_[static_cast<size_t>(me)].header();
   Segment* mine = SegmentOf(me);
   mine->magic = shm_internal::kMagic;
   mine->ring_bytes = ring_bytes_;
@@ -123,6 +125,7 @@ absl::Status ShmTransport::SetUp(Bootstrap& bootstrap, Deadline deadline, const 
                                                     " (is every rank on this host? use the tcp transport otherwise)"));
     }
     segments_[static_cast<size_t>(peer)] = *std::move(theirs);
+    headers_[static_cast<size_t>(peer)] = segments_[static_cast<size_t>(peer)].header();
     const Segment* segment = SegmentOf(peer);
     if (segment->magic != shm_internal::kMagic || segment->size != n || segment->ring_bytes != ring_bytes_ ||
         segment->window_half_bytes != options.window_half_bytes) {
@@ -154,8 +157,6 @@ ShmTransport::~ShmTransport() {
 }
 
 SharedWindows* ShmTransport::shared_windows() { return windows_.get(); }
-
-Segment* ShmTransport::SegmentOf(int r) const { return segments_[static_cast<size_t>(r)].header(); }
 
 Channel* ShmTransport::ChannelOf(int sender, int receiver) const {
   return segments_[static_cast<size_t>(receiver)].channel(sender, ring_bytes_);

@@ -88,7 +88,8 @@ class ShmTransport final : public StreamTransport {
   // Every rank is on this host: size() ranks share its cores.
   ShmTransport(int rank, int size, absl::Duration spin);
   absl::Status SetUp(Bootstrap& bootstrap, Deadline deadline, const ShmTransportOptions& options);
-  shm_internal::Segment* SegmentOf(int rank) const;
+  // Inline: a Sync asks it for every rank.
+  shm_internal::Segment* SegmentOf(int rank) const { return headers_[static_cast<size_t>(rank)]; }
   // The ring `sender` writes and `receiver` reads (in the receiver's segment).
   shm_internal::Channel* ChannelOf(int sender, int receiver) const;
   std::byte* RingOf(int sender, int receiver) const;
@@ -104,6 +105,7 @@ class ShmTransport final : public StreamTransport {
 
   size_t ring_bytes_ = 0;
   std::vector<shm_internal::ShmSegment> segments_;  // by rank; mine included
+  std::vector<shm_internal::Segment*> headers_;      // segments_[rank].header()
   std::vector<pid_t> pids_;
   std::vector<UniqueFd> pidfds_;  // by peer; invalid where pidfd_open is unavailable
   std::unique_ptr<ShmWindows> windows_;  // null without windows
