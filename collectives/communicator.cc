@@ -97,7 +97,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
       staging_(rank_, transport_name_),
       stragglers_(device_memory_only_ || rank_ < 0 ? 1 : size_,
                   options.straggler_window.value_or(static_cast<int>(kStragglerKnob.Int().value_or(1000)))),
-      flight_(rank_, size_, transport_name_, 0, name_),
+      flight_(rank_, size_, transport_name_, 0, name_, &mu_),
       timeline_(Timeline::FromEnv(rank_, size_,
                                   name_ == "world" ? transport_name_ : absl::StrCat(transport_name_, ", group ", name_))) {
   progress_ = std::thread([this] { ProgressLoop(); });
@@ -105,7 +105,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommunicatorOpt
 
 Communicator::~Communicator() {
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     stopping_ = true;
     progress_wakeup_.Signal();
   }
@@ -118,7 +118,7 @@ void Communicator::Abort(const absl::Status& cause) {
   bool abort_transport_here = false;
   absl::Status failure;
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     if (failure_.ok()) failure_ = cause.ok() ? absl::CancelledError("communicator aborted") : cause;
     failed_.store(true);
     failure = failure_;
@@ -138,7 +138,7 @@ void Communicator::Abort(const absl::Status& cause) {
   if (device_) device_->Abort(failure);  // what is queued on the device fails now
   if (abort_transport_here) {
     AbortTransports(failure);  // tells the peers
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     busy_ = false;
     progress_wakeup_.Signal();
   }
@@ -171,7 +171,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     BRAID_ASSIGN_OR_RETURN(task.ready, device_->Ready(call.stream != nullptr ? call.stream : options_.stream));
   }
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     if (!failure_.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", rank_, ": communicator aborted by an earlier error: ", failure_.message()));
@@ -205,7 +205,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.inline_run = request.may_inline && !call.async &&
                       (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ && queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
-    flight_.Queued(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run, now);
+    flight_.QueuedHeld(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run, now);
     if (!task.inline_run) {
       if (request.in != nullptr) task.in = *request.in;
       if (request.out != nullptr) task.out = *request.out;
@@ -217,8 +217,9 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     busy_ = true;
   }
   static const Tensor kNone;
-  RunTask(task, request.in != nullptr ? *request.in : kNone, request.out != nullptr ? *request.out : kNone);
-  ReleaseTransport();
+  const bool succeeded =
+      RunTask(task, request.in != nullptr ? *request.in : kNone, request.out != nullptr ? *request.out : kNone);
+  ReleaseTransport(succeeded ? &task : nullptr);
   return std::move(task.work);
 }
 
@@ -318,8 +319,7 @@ absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Te
                       selector_.window_plan());
 }
 
-void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
-  if (!task.inline_run) flight_.Running(task.args.seq);
+bool Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   const absl::Time started = timeline_ ? absl::Now() : absl::Time();
   const bool timed = stragglers_.Times(task.args.seq);
   const uint64_t stamp = timed ? StragglerMonitor::Stamp() : 0;
@@ -344,7 +344,8 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   if (timeline_ && !on_device) {
     timeline_->Collective(task.args, algorithm, task.bytes, task.queued, started, absl::Now(), status.ok());
   }
-  if (!on_device) flight_.Finished(task.args.seq, status);
+  const bool succeeded_inline = status.ok() && task.inline_run && !on_device;
+  if (!on_device && !succeeded_inline) flight_.Finished(task.args.seq, status);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat(CollectiveKindName(task.args.kind), " seq ", task.args.seq));
     absl::StatusOr<std::string> dump = flight_.Dump(std::string(status.message()));
@@ -356,19 +357,20 @@ void Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {
   // are told now that the transport is free.
   absl::Status abort_transport;
   if (failed_.load()) {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     if (!failure_.ok() && !transport_aborted_) {
       transport_aborted_ = true;
       abort_transport = failure_;
     }
   }
   if (!abort_transport.ok()) AbortTransports(abort_transport);
-  if (on_device) return;
+  if (on_device) return false;
   if (task.inline_run && task.ready == nullptr) {
     task.work->FinishUnshared(std::move(status));
   } else {
     task.work->Finish(std::move(status));
   }
+  return succeeded_inline;
 }
 
 void Communicator::ProgressLoop() {
@@ -376,16 +378,17 @@ void Communicator::ProgressLoop() {
   while (true) {
     Task task;
     {
-      MutexLock lock(&mu_);
-      while ((queue_.empty() && !stopping_) || busy_) Wait(&progress_wakeup_, &mu_);
+      LightMutexLock lock(&mu_);
+      while ((queue_.empty() && !stopping_) || busy_) progress_wakeup_.Wait(&mu_);
       if (queue_.empty()) break;  // stopping, and nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
       if (!failure_.ok()) {
-        flight_.Finished(task.args.seq, failure_);
+        flight_.FinishedHeld(task.args.seq, failure_);
         task.work->Finish(failure_);
         continue;
       }
+      flight_.RunningHeld(task.args.seq);
       busy_ = true;
     }
     RunTask(task, task.in, task.out);
@@ -398,10 +401,11 @@ void Communicator::AbortTransports(const absl::Status& cause) {
   if (levels_) levels_->Abort(cause);
 }
 
-void Communicator::ReleaseTransport() {
+void Communicator::ReleaseTransport(const Task* succeeded) {
   absl::Status abort_transport;
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
+    if (succeeded != nullptr) flight_.FinishedHeld(succeeded->args.seq, absl::OkStatus());
     if (failure_.ok() || transport_aborted_) {
       busy_ = false;
       if (!queue_.empty()) progress_wakeup_.Signal();
@@ -411,7 +415,7 @@ void Communicator::ReleaseTransport() {
     abort_transport = failure_;
   }
   AbortTransports(abort_transport);
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   busy_ = false;
   if (!queue_.empty()) progress_wakeup_.Signal();
 }

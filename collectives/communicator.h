@@ -284,9 +284,12 @@ class Communicator {
   absl::Status DispatchDevice(const Task& task, const Tensor& in, const Tensor& out);
   // The thread that ran a task is done with the transport: clears busy_,
   // after telling the peers of an Abort that came too late for RunTask.
-  void ReleaseTransport();
-  // Runs one task on the transport (busy_ held by the caller) and finishes its Work.
-  void RunTask(Task& task, const Tensor& in, const Tensor& out);
+  // `succeeded`: an inline task whose success RunTask left to record here.
+  void ReleaseTransport(const Task* succeeded = nullptr);
+  // Runs one task on the transport (busy_ held by the caller) and finishes
+  // its Work. An inline task's success is recorded by ReleaseTransport
+  // (under mu_, which it takes anyway): true then.
+  bool RunTask(Task& task, const Tensor& in, const Tensor& out);
   void ProgressLoop();
 
   std::unique_ptr<Transport> transport_;  // used only by the progress thread (and Abort after it stops)
@@ -315,7 +318,9 @@ class Communicator {
   HostStaging staging_;  // the running task only
   StragglerMonitor stragglers_;  // the running task only
 
-  absl::Mutex mu_;
+  // Guards the flight recorder too: a collective takes it twice, and its
+  // records ride along (see base/mutex.h for why a LightMutex).
+  LightMutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);  // first error: the communicator is aborted
@@ -340,7 +345,7 @@ class Communicator {
   // Signalled when the progress thread may have work: a task queued, busy_
   // cleared, or stopping_ set. (A condition variable, not an Await: every
   // unlock of mu_ would evaluate the waiter's condition.)
-  absl::CondVar progress_wakeup_;
+  LightCondVar progress_wakeup_;
   // Set (with failure_) by an Abort: the thread that finishes the running
   // task must look at failure_. Lets a task end without taking mu_ otherwise.
   std::atomic<bool> failed_{false};

@@ -171,7 +171,7 @@ absl::Status Communicator::ExchangeStragglerWindow(const Task& task) {
   if (!status.ok()) return Annotate(status, "straggler report");
   const StragglerReport report = stragglers_.Analyze();
   {
-    MutexLock lock(&mu_);
+    LightMutexLock lock(&mu_);
     straggler_report_ = report;
   }
   if (report.rank < 0) return absl::OkStatus();
@@ -185,7 +185,7 @@ absl::Status Communicator::ExchangeStragglerWindow(const Task& task) {
 }
 
 StragglerReport Communicator::straggler_report() {
-  MutexLock lock(&mu_);
+  LightMutexLock lock(&mu_);
   return straggler_report_;
 }
 

@@ -141,17 +141,22 @@ const char* FlightStateName(FlightRecorder::State state) {
   return "?";
 }
 
-FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t capacity, std::string group)
-    : rank_(rank), size_(size), transport_(std::move(transport)), group_(std::move(group)) {
+FlightRecorder::FlightRecorder(int rank, int size, std::string transport, size_t capacity, std::string group,
+                               LightMutex* guard)
+    : rank_(rank),
+      size_(size),
+      transport_(std::move(transport)),
+      group_(std::move(group)),
+      lock_(guard != nullptr ? guard : &own_lock_) {
   if (capacity == 0) {
     absl::StatusOr<int64_t> entries = kEntriesKnob.Int();
     capacity = entries.ok() && *entries > 0 ? static_cast<size_t>(*entries) : 256;
   }
   {
-    LightMutexLock lock(&mu_);
+    LightMutexLock lock(lock_);
     ring_.resize(capacity);
   }
-  // Not under mu_: the dumper's thread takes its lock, then ours.
+  // Not under lock_: the dumper's thread takes its lock, then ours.
   SignalDumper::Get().Add(this);
 }
 
@@ -159,7 +164,12 @@ FlightRecorder::~FlightRecorder() { SignalDumper::Get().Remove(this); }
 
 void FlightRecorder::Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running,
                             absl::Time now) {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
+  QueuedHeld(args, bytes, algorithm, running, now);
+}
+
+void FlightRecorder::QueuedHeld(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running,
+                                absl::Time now) {
   Entry& e = ring_[next_];
   e.seq = args.seq;
   e.kind = args.kind;
@@ -191,7 +201,11 @@ FlightRecorder::Entry* FlightRecorder::Find(uint64_t seq) {
 }
 
 void FlightRecorder::Running(uint64_t seq) {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
+  RunningHeld(seq);
+}
+
+void FlightRecorder::RunningHeld(uint64_t seq) {
   if (Entry* e = Find(seq)) {
     e->state = State::kRunning;
     e->started = CoarseNow();
@@ -199,7 +213,11 @@ void FlightRecorder::Running(uint64_t seq) {
 }
 
 void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
+  FinishedHeld(seq, status);
+}
+
+void FlightRecorder::FinishedHeld(uint64_t seq, const absl::Status& status) {
   if (Entry* e = Find(seq)) {
     e->state = status.ok() ? State::kCompleted : State::kFailed;
     e->ended = CoarseNow();
@@ -208,17 +226,17 @@ void FlightRecorder::Finished(uint64_t seq, const absl::Status& status) {
 }
 
 std::string FlightRecorder::NoteCopy() const {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
   return note_;
 }
 
 void FlightRecorder::Note(std::string line) {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
   note_ = std::move(line);
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
-  LightMutexLock lock(&mu_);
+  LightMutexLock lock(lock_);
   std::vector<Entry> entries;
   for (size_t i = filled_; i >= 1; --i) entries.push_back(ring_[(next_ + ring_.size() - i) % ring_.size()]);
   return entries;

@@ -7,7 +7,7 @@
 // algorithm that runs, state (queued, running, completed, failed) and when
 // each state began, plus the error of a failed one. Recording is a few
 // stores under a light mutex per collective (why: bench/RESULTS.md, "Where
-// the thresholds come from").
+// the thresholds come from"): the owner's, where it holds one anyway.
 //
 // Dumps: one JSON file per rank, <dir>/rank<R>.json (dir = BRAID_FLIGHT_DIR,
 // default /tmp/braid_flight/<TORCHELASTIC_RUN_ID or "job">; braidrun points
@@ -55,8 +55,11 @@ class FlightRecorder {
   };
 
   // capacity 0: BRAID_FLIGHT_ENTRIES. `group`: which communicator ("world",
-  // or a subgroup's name): its dump is rank<R>.<group>.json.
-  FlightRecorder(int rank, int size, std::string transport, size_t capacity = 0, std::string group = "world");
+  // or a subgroup's name): its dump is rank<R>.<group>.json. `guard`: the
+  // lock that protects the entries, when the owner has one it holds around
+  // most records anyway (it calls the *Held forms then); else the recorder's own.
+  FlightRecorder(int rank, int size, std::string transport, size_t capacity = 0, std::string group = "world",
+                 LightMutex* guard = nullptr);
   ~FlightRecorder();  // stops answering SIGUSR1 for this recorder
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -66,9 +69,14 @@ class FlightRecorder {
   // at once (Running is not called for it). `now`: the caller's CoarseNow(),
   // when it has one.
   void Queued(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running = false,
-              absl::Time now = CoarseNow());
-  void Running(uint64_t seq);
-  void Finished(uint64_t seq, const absl::Status& status);
+              absl::Time now = CoarseNow()) ABSL_LOCKS_EXCLUDED(*lock_);
+  void Running(uint64_t seq) ABSL_LOCKS_EXCLUDED(*lock_);
+  void Finished(uint64_t seq, const absl::Status& status) ABSL_LOCKS_EXCLUDED(*lock_);
+  // The same, with the guard held by the caller.
+  void QueuedHeld(const CollectiveArgs& args, size_t bytes, const char* algorithm, bool running, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(*lock_);
+  void RunningHeld(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*lock_);
+  void FinishedHeld(uint64_t seq, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*lock_);
 
   // A line the dump carries beside its entries (the last straggler report).
   void Note(std::string line);
@@ -83,18 +91,19 @@ class FlightRecorder {
   static std::string DumpDir();
 
  private:
-  Entry* Find(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Entry* Find(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*lock_);
   std::string NoteCopy() const;
 
   const int rank_;
   const int size_;
   const std::string transport_;
   const std::string group_;
-  mutable LightMutex mu_;
-  std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
-  size_t next_ ABSL_GUARDED_BY(mu_) = 0;   // where the next entry goes
-  size_t filled_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string note_ ABSL_GUARDED_BY(mu_);
+  mutable LightMutex own_lock_;
+  LightMutex* const lock_;  // the guard, or &own_lock_
+  std::vector<Entry> ring_ ABSL_GUARDED_BY(*lock_);
+  size_t next_ ABSL_GUARDED_BY(*lock_) = 0;   // where the next entry goes
+  size_t filled_ ABSL_GUARDED_BY(*lock_) = 0;
+  std::string note_ ABSL_GUARDED_BY(*lock_);
 };
 
 const char* FlightStateName(FlightRecorder::State state);
