@@ -302,11 +302,19 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   args.count = 2;
   PlanRequest request{Algorithm::kWindow, args, 1, 2};
   request.window_half_bytes = 4096;
-  // 8 bytes ride with the Sync; every rank sums the payloads in rank order.
+  // 8 bytes ride with the Sync; every rank sums the payloads in rank order,
+  // its own term from its input (ranks 0 and 1; a later one's input may be
+  // the output, already overwritten in place).
   absl::StatusOr<Plan> tiny = MakePlan(request);
   REQUIRE(tiny.ok());
   CHECK(tiny->shared_windows);
-  CHECK(DescribePlan(*tiny) == "lane 0: sync+in[0,2) out[0,2)=payload@0[0,2)oppayload@1[0,2)\n");
+  CHECK(DescribePlan(*tiny) == "lane 0: sync+in[0,2) out[0,2)=payload@0[0,2)opin[0,2)\n");
+  PlanRequest third{Algorithm::kWindow, args, 2, 3};
+  third.window_half_bytes = 4096;
+  absl::StatusOr<Plan> tiny_third = MakePlan(third);
+  REQUIRE(tiny_third.ok());
+  CHECK(DescribePlan(*tiny_third) ==
+        "lane 0: sync+in[0,2) out[0,2)=payload@0[0,2)oppayload@1[0,2) out[0,2)=out[0,2)oppayload@2[0,2)\n");
   // Three rounds of 1024 elements, each split: copy in, Sync, reduce this rank's slice, Sync, copy out.
   request.args.count = 3000;
   request.window.whole_round_bytes = 0;
