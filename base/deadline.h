@@ -3,6 +3,9 @@
 #ifndef BRAID_BASE_DEADLINE_H_
 #define BRAID_BASE_DEADLINE_H_
 
+#include <algorithm>
+
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "absl/time/clock.h"
@@ -34,6 +37,29 @@ absl::StatusOr<absl::Duration> DefaultTimeout();
 // its communicator's), else DefaultTimeout().
 absl::StatusOr<absl::Duration> ResolveTimeout(absl::optional<absl::Duration> own,
                                               absl::optional<absl::Duration> inherited = absl::nullopt);
+
+namespace deadline_internal {
+inline const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+}  // namespace deadline_internal
+
+// A wait that must notice something besides its own result (a signal, a
+// revoked epoch, a peer called off): `attempt(until)` runs with deadlines a
+// `slice` apart up to `deadline`; after each that ends in kDeadlineExceeded
+// before `deadline`, `between()` may end the wait with its error. Returns
+// the last attempt's result (a Status or StatusOr), or that error.
+template <typename Attempt, typename Between>
+auto InSlices(Deadline deadline, absl::Duration slice, Attempt attempt, Between between)
+    -> decltype(attempt(deadline)) {
+  while (true) {
+    auto result = attempt(std::min(deadline, DeadlineIn(slice)));
+    if (!absl::IsDeadlineExceeded(deadline_internal::StatusOf(result)) || Expired(deadline)) return result;
+    if (absl::Status stop = between(); !stop.ok()) return stop;
+  }
+}
 
 }  // namespace braid
 

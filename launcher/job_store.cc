@@ -87,12 +87,13 @@ absl::StatusOr<JobStore> OpenStore(const LaunchOptions& o, const JobSecret& secr
     }
   }
   // In slices, so that a signal to the agent is not held until the deadline.
-  absl::StatusOr<std::unique_ptr<TcpStore>> client;
-  while (true) {
-    client = TcpStore::Connect(job.address, std::min(deadline, DeadlineIn(absl::Seconds(2))), secret);
-    if (!absl::IsDeadlineExceeded(client.status()) || Expired(deadline)) break;
-    if (interrupted()) return absl::CancelledError("interrupted by a signal while reaching the rendezvous store");
-  }
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = InSlices(
+      deadline, absl::Seconds(2), [&](Deadline until) { return TcpStore::Connect(job.address, until, secret); },
+      [&] {
+        return interrupted() ? absl::CancelledError("interrupted by a signal while reaching the rendezvous store")
+                             : absl::OkStatus();
+      });
+  if (absl::IsCancelled(client.status())) return client.status();
   if (!client.ok()) {
     std::string why = absl::StrCat("cannot reach the rendezvous store at ", ToString(job.address), ": ",
                                    client.status().message());

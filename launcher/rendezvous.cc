@@ -40,13 +40,12 @@ Rendezvous::Rendezvous(std::shared_ptr<Store> store, RendezvousSpec spec)
       spec_(std::move(spec)) {}
 
 absl::Status Rendezvous::WaitFor(const std::vector<std::string>& keys, Deadline deadline) {
-  while (true) {
-    absl::Status arrived = store_->Wait(keys, std::min(deadline, DeadlineIn(kSlice)));
-    if (!absl::IsDeadlineExceeded(arrived) || Expired(deadline)) return arrived;
-    if (spec_.interrupted && spec_.interrupted()) {
-      return absl::CancelledError(absl::StrCat("rendezvous '", spec_.run_id, "': interrupted by a signal"));
-    }
-  }
+  return InSlices(
+      deadline, kSlice, [&](Deadline until) { return store_->Wait(keys, until); },
+      [&] {
+        if (!spec_.interrupted || !spec_.interrupted()) return absl::OkStatus();
+        return absl::CancelledError(absl::StrCat("rendezvous '", spec_.run_id, "': interrupted by a signal"));
+      });
 }
 
 absl::StatusOr<std::string> Rendezvous::GetWithin(const std::string& key, Deadline deadline) {

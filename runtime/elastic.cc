@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -58,13 +59,14 @@ absl::Status EpochRevoked(Store& membership_store, int64_t epoch) {
 }
 
 // The store a new epoch's group is built over: a wait on it ends with
-// kAborted once the epoch is revoked (a member died while the group was
-// built, and its agent revoked the epoch being formed), within a slice,
-// rather than at the timeout.
+// `called_off`'s error (kAborted once the epoch is revoked: a member died
+// while the group was built, and its agent revoked the epoch being formed)
+// within a slice, rather than at the timeout. The group's transports ask
+// the same question while they connect (Bootstrap::CalledOff).
 class RevocableStore : public Store {
  public:
-  RevocableStore(std::shared_ptr<Store> inner, std::shared_ptr<Store> membership, int64_t epoch)
-      : inner_(std::move(inner)), membership_(std::move(membership)), epoch_(epoch) {}
+  RevocableStore(std::shared_ptr<Store> inner, std::function<absl::Status()> called_off)
+      : inner_(std::move(inner)), called_off_(std::move(called_off)) {}
 
   absl::Status Set(absl::string_view key, absl::string_view value) override { return inner_->Set(key, value); }
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override { return inner_->Add(key, delta); }
@@ -76,24 +78,17 @@ class RevocableStore : public Store {
   absl::StatusOr<bool> Delete(absl::string_view key) override { return inner_->Delete(key); }
   absl::StatusOr<int64_t> NumKeys() override { return inner_->NumKeys(); }
   absl::StatusOr<std::string> Get(absl::string_view key, Deadline deadline) override {
-    while (true) {
-      absl::StatusOr<std::string> value = inner_->Get(key, std::min(deadline, DeadlineIn(kWatchSlice)));
-      if (!absl::IsDeadlineExceeded(value.status()) || Expired(deadline)) return value;
-      BRAID_RETURN_IF_ERROR(EpochRevoked(*membership_, epoch_));
-    }
+    return InSlices(
+        deadline, kWatchSlice, [&](Deadline until) { return inner_->Get(key, until); }, called_off_);
   }
   absl::Status Wait(absl::Span<const std::string> keys, Deadline deadline) override {
-    while (true) {
-      const absl::Status waited = inner_->Wait(keys, std::min(deadline, DeadlineIn(kWatchSlice)));
-      if (!absl::IsDeadlineExceeded(waited) || Expired(deadline)) return waited;
-      BRAID_RETURN_IF_ERROR(EpochRevoked(*membership_, epoch_));
-    }
+    return InSlices(
+        deadline, kWatchSlice, [&](Deadline until) { return inner_->Wait(keys, until); }, called_off_);
   }
 
  private:
   const std::shared_ptr<Store> inner_;
-  const std::shared_ptr<Store> membership_;
-  const int64_t epoch_;
+  const std::function<absl::Status()> called_off_;
 };
 
 }  // namespace
@@ -297,11 +292,11 @@ absl::Status ElasticGroup::Build(int64_t epoch, std::vector<Member> members) {
   env.store_prefix.clear();
   env.under_mpirun = false;
   ProcessGroupOptions options = options_.group;
-  options.store = std::make_shared<RevocableStore>(
-      std::make_shared<PrefixStore>(absl::StrCat("elastic/e", epoch, "/group"), store_), store_, epoch);
-  // The transport's connections too (tcp: a member that died after the
-  // address exchange is never connected to).
+  // One question for the group's store waits and its transports' connections
+  // (tcp: a member that died after the address exchange is never connected to).
   options.called_off = [membership_store = store_, epoch] { return EpochRevoked(*membership_store, epoch); };
+  options.store = std::make_shared<RevocableStore>(
+      std::make_shared<PrefixStore>(absl::StrCat("elastic/e", epoch, "/group"), store_), options.called_off);
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, ProcessGroup::Create(env, std::move(options)));
   SetLogRank(id_);  // logs keep the launch rank: the id the others know
   MutexLock lock(&mu_);

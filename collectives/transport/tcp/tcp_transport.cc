@@ -66,11 +66,7 @@ absl::Status ProveToAcceptor(int fd, const JobSecret& secret, Deadline deadline)
 // exchange must not hold the set-up until the deadline.
 template <typename Attempt>
 absl::StatusOr<UniqueFd> SlicedUntilCalledOff(Bootstrap& bootstrap, Deadline deadline, Attempt attempt) {
-  while (true) {
-    absl::StatusOr<UniqueFd> fd = attempt(std::min(deadline, DeadlineIn(absl::Milliseconds(200))));
-    if (!absl::IsDeadlineExceeded(fd.status()) || Expired(deadline)) return fd;
-    BRAID_RETURN_IF_ERROR(bootstrap.CalledOff());
-  }
+  return InSlices(deadline, absl::Milliseconds(200), attempt, [&] { return bootstrap.CalledOff(); });
 }
 
 absl::Status CheckConnector(int fd, const JobSecret& secret, Deadline deadline) {
