@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -113,9 +114,15 @@ absl::Status SendAll(int fd, absl::Span<const std::byte> data, Deadline deadline
   return absl::OkStatus();
 }
 
-absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
+namespace {
+
+// Reads until `at_least` bytes of `data` are filled (at most all of it),
+// polling first when `wait_first`.
+absl::StatusOr<size_t> RecvLoop(int fd, absl::Span<std::byte> data, size_t at_least, bool wait_first,
+                                Deadline deadline) {
+  if (wait_first) BRAID_RETURN_IF_ERROR(PollOne(fd, POLLIN, deadline, "recv"));
   size_t done = 0;
-  while (done < data.size()) {
+  while (done < at_least) {
     const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
     if (n > 0) {
       done += static_cast<size_t>(n);
@@ -123,7 +130,7 @@ absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
     }
     if (n == 0) {
       return absl::UnavailableError(absl::StrCat("recv: peer closed the connection after ", done,
-                                                 " of ", data.size(), " bytes"));
+                                                 " of ", at_least, " bytes"));
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       BRAID_RETURN_IF_ERROR(PollOne(fd, POLLIN, deadline, "recv"));
@@ -132,7 +139,17 @@ absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
     if (errno == ECONNRESET) return absl::UnavailableError("recv: connection reset by peer");
     return ErrnoStatus(errno, "recv");
   }
-  return absl::OkStatus();
+  return done;
+}
+
+}  // namespace
+
+absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline) {
+  return RecvLoop(fd, data, data.size(), /*wait_first=*/false, deadline).status();
+}
+
+absl::StatusOr<size_t> RecvAnswer(int fd, absl::Span<std::byte> data, size_t at_least, Deadline deadline) {
+  return RecvLoop(fd, data, std::min(at_least, data.size()), /*wait_first=*/true, deadline);
 }
 
 }  // namespace braid

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "base/deadline.h"
 
@@ -46,6 +47,11 @@ absl::Status SendAll(int fd, absl::Span<const std::byte> data, Deadline deadline
 // Receives exactly data.size() bytes. A clean EOF before the first byte or in
 // the middle is kUnavailable ("peer closed the connection").
 absl::Status RecvAll(int fd, absl::Span<std::byte> data, Deadline deadline);
+
+// Receives at least `at_least` bytes and at most data.size(); returns how
+// many. For an answer, which cannot be there yet: it waits before it reads
+// (a read that fails first would cost a system call). Errors as RecvAll's.
+absl::StatusOr<size_t> RecvAnswer(int fd, absl::Span<std::byte> data, size_t at_least, Deadline deadline);
 
 }  // namespace braid
 

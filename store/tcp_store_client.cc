@@ -1,8 +1,10 @@
 // TcpStore: the store's client. One connection, one request in flight,
 // serialized by mu_. See tcp_store.h for the protocol.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,9 @@
 
 namespace braid {
 namespace {
+
+// An answer that fits (every one but a large Get) arrives in one read.
+constexpr size_t kFirstReadBytes = 4096;
 
 using store_internal::FieldReader;
 using store_internal::FrameWriter;
@@ -150,20 +155,25 @@ absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::st
   const Deadline recv_deadline = wait_deadline == absl::InfiniteFuture()
                                      ? wait_deadline
                                      : std::max(wait_deadline, absl::Now()) + kServerGrace;
-  char header[store_internal::kFrameHeaderBytes];
-  if (absl::Status got = RecvAll(fd_.get(), AsWritableBytes(header), recv_deadline); !got.ok()) {
-    return fail(got);
-  }
-  const uint32_t length = store_internal::DecodeU32(header);
-  if (length < 1 || length > kMaxResponseBytes) {
-    return fail(absl::InternalError(absl::StrCat("response frame of ", length, " bytes")));
+  // The header and, most often, the whole answer in one read (a client has
+  // one request outstanding: nothing can follow the answer).
+  std::array<std::byte, kFirstReadBytes> first;
+  absl::StatusOr<size_t> got = RecvAnswer(fd_.get(), absl::MakeSpan(first), store_internal::kFrameHeaderBytes,
+                                          recv_deadline);
+  if (!got.ok()) return fail(got.status());
+  const uint32_t length = store_internal::DecodeU32(reinterpret_cast<const char*>(first.data()));
+  const size_t received = *got - store_internal::kFrameHeaderBytes;
+  if (length < 1 || length > kMaxResponseBytes || received > length) {
+    return fail(absl::InternalError(absl::StrCat("response frame of ", length, " bytes (", received, " received)")));
   }
   std::string payload(length, '\0');
-  if (absl::Status got =
-          RecvAll(fd_.get(), absl::MakeSpan(reinterpret_cast<std::byte*>(payload.data()), length),
-                  recv_deadline);
-      !got.ok()) {
-    return fail(got);
+  std::memcpy(payload.data(), first.data() + store_internal::kFrameHeaderBytes, received);
+  if (absl::Status rest = RecvAll(fd_.get(),
+                                  absl::MakeSpan(reinterpret_cast<std::byte*>(payload.data()) + received,
+                                                 length - received),
+                                  recv_deadline);
+      !rest.ok()) {
+    return fail(rest);
   }
   const auto code = static_cast<uint8_t>(payload[0]);
   payload.erase(0, 1);
