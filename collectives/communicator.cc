@@ -31,8 +31,9 @@ BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle (a "
                "communicator's own inline_bytes option wins).");
 BRAID_ENV_KNOB(kStragglerKnob, "BRAID_STRAGGLER_WINDOW", "1000",
-               "Every this many collectives the ranks compare how long each waited and name a rank that "
-               "persistently arrives last (rank 0 logs it; 0: off).");
+               "Every this many timed collectives the ranks compare how long each waited and name a rank that "
+               "persistently arrives last (rank 0 logs it; 0: off). Windows shorter than 10 ms time every "
+               "second, fourth, ... collective.");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
                "All-reduce algorithm: auto, ring, tree, rhd, one-shot, window (shm), peer-access (shm), direct (the "
                "best of the last three for the transport), native (every collective as the transport's engine's "
