@@ -35,7 +35,8 @@ BRAID_ENV_KNOB(kStragglerKnob, "BRAID_STRAGGLER_WINDOW", "1000",
                "persistently arrives last (rank 0 logs it; 0: off). Windows shorter than 10 ms time every "
                "second, fourth, ... collective.");
 BRAID_ENV_KNOB(kAlgoKnob, "BRAID_ALGO", "auto",
-               "All-reduce algorithm: auto, ring, tree, rhd, one-shot, window (shm), peer-access (shm), direct (the "
+               "All-reduce algorithm: auto, ring, tree, double-tree, rhd, one-shot, window (shm), peer-access (shm), "
+               "direct (the "
                "best of the last three for the transport), native (every collective as the transport's engine's "
                "own call: mpi) or hierarchical (within each host, then across hosts; also reduce-scatter, "
                "all-gather and broadcast). A communicator's or a call's own choice wins.");

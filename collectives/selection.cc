@@ -21,10 +21,10 @@ constexpr TunedRange kTunedRanges[] = {
     {nullptr, 0, 0, nullptr},  // the end (and what keeps the array non-empty)
 };
 
-constexpr Algorithm kRequestable[] = {Algorithm::kAuto,   Algorithm::kRing,       Algorithm::kTree,
-                                      Algorithm::kRhd,    Algorithm::kOneShot,    Algorithm::kWindow,
-                                      Algorithm::kPeerAccess, Algorithm::kDirect, Algorithm::kNative,
-                                      Algorithm::kHierarchical};
+constexpr Algorithm kRequestable[] = {Algorithm::kAuto,       Algorithm::kRing,   Algorithm::kTree,
+                                      Algorithm::kDoubleTree, Algorithm::kRhd,    Algorithm::kOneShot,
+                                      Algorithm::kWindow,     Algorithm::kPeerAccess, Algorithm::kDirect,
+                                      Algorithm::kNative,     Algorithm::kHierarchical};
 
 // Whether the transport has what `algorithm` needs.
 bool Available(Algorithm algorithm, const TransportCaps& caps) {
@@ -56,6 +56,7 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kRing: return "ring";
     case Algorithm::kTree: return "tree";
+    case Algorithm::kDoubleTree: return "double-tree";
     case Algorithm::kRhd: return "rhd";
     case Algorithm::kOneShot: return "one-shot";
     case Algorithm::kWindow: return "window";
@@ -77,8 +78,8 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
     if (lower == AlgorithmName(a)) return a;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown algorithm \"", name,
-                                                 "\" (expected auto, ring, tree, rhd, one-shot, window, "
-                                                 "peer-access, direct, native or hierarchical)"));
+                                                 "\" (expected auto, ring, tree, double-tree, rhd, one-shot, "
+                                                 "window, peer-access, direct, native or hierarchical)"));
 }
 
 Selector::Selector(TransportCaps caps, SelectionThresholds thresholds)
@@ -157,6 +158,7 @@ absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t cou
     if (requested == Algorithm::kRing || requested == Algorithm::kTree || requested == Algorithm::kRhd) {
       return requested;
     }
+    // The stream executor runs lanes of one shape; a double tree's differ.
     return absl::UnimplementedError(absl::StrCat(AlgorithmName(requested), " does not run on device memory (",
                                                  caps_.name, "): ring, tree, rhd or native"));
   }

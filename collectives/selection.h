@@ -72,10 +72,11 @@ enum class Algorithm : uint8_t {
   kDissemination,
   kP2p,
   kHierarchical,
+  kDoubleTree,
 };
 const char* AlgorithmName(Algorithm algorithm);
-// Accepts the names a caller may request: auto, ring, tree, rhd, one-shot,
-// window, peer-access, direct, native, hierarchical.
+// Accepts the names a caller may request: auto, ring, tree, double-tree, rhd,
+// one-shot, window, peer-access, direct, native, hierarchical.
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
 
 // The sizes that shape a window all-reduce, from the selector.

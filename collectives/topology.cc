@@ -47,6 +47,14 @@ TreeLinks BinaryTree(int rank, int size) {
   return links;
 }
 
+TreeLinks ReversedBinaryTree(int rank, int size) {
+  const auto flip = [size](int r) { return size - 1 - r; };
+  TreeLinks links = BinaryTree(flip(rank), size);
+  if (links.parent >= 0) links.parent = flip(links.parent);
+  for (int& child : links.children) child = flip(child);
+  return links;
+}
+
 RhdRole RhdPlan(int rank, int size) {
   RhdRole role;
   int p = 1;

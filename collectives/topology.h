@@ -61,6 +61,11 @@ struct TreeLinks {
   std::vector<int> children;  // 0, 1 or 2
 };
 TreeLinks BinaryTree(int rank, int size);
+// The same tree over the ranks in reverse order (position size - 1 - rank):
+// for an even size its inner ranks are exactly BinaryTree's leaves, so the
+// pair is a double binary tree (NCCL's idea) where every rank forwards
+// data in one tree and only sends and receives its own in the other.
+TreeLinks ReversedBinaryTree(int rank, int size);
 
 // A chain from `root` through root + 1, root + 2, ... (mod size): a
 // broadcast flows down it, a reduction up it toward the root.

@@ -87,6 +87,7 @@ double EstimateMessages(int ranks, const SimRequest& request) {
     case Algorithm::kOneShot: return n * (n - 1);
     case Algorithm::kPairwise: return n * (n - 1) * std::max(1.0, bytes / double(request.segment_bytes));
     case Algorithm::kTree:
+    case Algorithm::kDoubleTree:
     case Algorithm::kChain: return n * 3 * segments;
     default: return n * 2 * (std::log2(n) + 1) * std::max(1.0, segments / n);
   }
@@ -108,7 +109,7 @@ struct Options {
   std::string cluster_name = "defaults";
   std::vector<int> ranks = {8, 64, 512, 4096};
   std::vector<uint64_t> sizes = {8, 64 << 10, 1 << 20, 64 << 20};
-  std::vector<std::string> algorithms = {"ring", "tree", "rhd", "hierarchical", "auto"};
+  std::vector<std::string> algorithms = {"ring", "tree", "double-tree", "rhd", "hierarchical", "auto"};
   std::string collective = "allreduce";
   CollectiveKind kind = CollectiveKind::kAllReduce;
   DType dtype = DType::kF32;

@@ -34,7 +34,10 @@ uint64_t HashOf(const CompactPlan& plan) {
 }  // namespace
 
 bool CompactPlan::operator==(const CompactPlan& other) const {
-  if (ops != other.ops || lane_begin != other.lane_begin || transfers != other.transfers) return false;
+  if (ops != other.ops || lane_begin != other.lane_begin || transfers != other.transfers ||
+      lane_window != other.lane_window) {
+    return false;
+  }
   if (steps.size() != other.steps.size()) return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const LevelStep& a = steps[i];
@@ -46,6 +49,7 @@ bool CompactPlan::operator==(const CompactPlan& other) const {
 
 CompactPlan Compact(const Plan& plan, int rank, int size, size_t element_size) {
   CompactPlan out;
+  out.lane_window = plan.lane_window;
   out.lane_begin.reserve(plan.lanes.size() + 1);
   for (const std::vector<Op>& lane : plan.lanes) {
     out.lane_begin.push_back(static_cast<uint32_t>(out.ops.size()));

@@ -36,6 +36,7 @@ struct CompactPlan {
   std::vector<uint32_t> lane_begin;   // lanes + 1 entries
   std::vector<CompactTransfer> transfers;
   std::vector<LevelStep> steps;
+  size_t lane_window = kLaneWindow;  // Plan::lane_window
   size_t lanes() const { return lane_begin.size() - 1; }
   bool operator==(const CompactPlan& other) const;
 };

@@ -27,6 +27,9 @@
 
 namespace braid::sim::engine_internal {
 
+// An event's slot for a frame without lanes (lane windows stay below it).
+inline constexpr uint16_t kNoLane = 0xffff;
+
 struct Slot {
   uint32_t lane = 0;
   uint32_t pos = 0;
@@ -47,7 +50,7 @@ struct Frame {
   uint32_t next_lane = 0;
   uint32_t lanes_done = 0;
   int parent_slot = -1;
-  Slot slots[kLaneWindow];
+  std::vector<Slot> slots;  // the plan's lane window (at most its lanes)
 
   int Global(uint32_t offset) const {
     const int peer = static_cast<int>((local + offset) % static_cast<uint32_t>(size));

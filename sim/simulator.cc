@@ -114,10 +114,11 @@ void Engine::StartFrame(uint32_t rank, double time) {
     // Nothing to run: done at once (as the lane that ends a frame would).
     frame.lanes_done = 0;
     frame.next_lane = 0;
-    Schedule(time, rank, depth, kLaneWindow);
+    Schedule(time, rank, depth, kNoLane);
     return;
   }
-  for (uint32_t slot = 0; slot < std::min<uint32_t>(lanes, kLaneWindow); ++slot) StartLane(rank, depth, slot, time);
+  frame.slots.resize(std::min<size_t>(lanes, std::max<size_t>(frame.plan->lane_window, 1)));
+  for (uint32_t slot = 0; slot < frame.slots.size(); ++slot) StartLane(rank, depth, slot, time);
 }
 
 void Engine::StartLane(uint32_t rank, int depth, int slot, double time) {
@@ -135,7 +136,7 @@ absl::Status Engine::Advance(const Event& event) {
   const int depth = event.depth;
   const double time = event.time;
   Frame& frame = states_[rank].frames[depth];
-  if (event.slot == kLaneWindow) {  // a frame without lanes
+  if (event.slot == kNoLane) {  // a frame without lanes
     LaneDone(rank, depth, -1, time);
     return absl::OkStatus();
   }

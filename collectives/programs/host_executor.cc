@@ -1,6 +1,7 @@
 #include "collectives/programs/host_executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
@@ -29,13 +30,17 @@ class PlanRun {
           PlanLevels* levels)
       : plan_(plan), transport_(transport), windows_(windows), levels_(levels), args_(args), input_(input),
         output_(output), scratch_(scratch), es_(DTypeSize(args.dtype)), peers_(static_cast<size_t>(transport.size())),
-        runs_(window),
+        window_(window), mask_(SlotsFor(window) - 1), runs_(SlotsFor(window)),
         // Only the scheduled plans have groups (the others' lanes never count messages).
-        counts_(plan.shared_windows || plan.levels ? 0 : window * peers_ * 2) {}
+        counts_(plan.shared_windows || plan.levels ? 0 : SlotsFor(window) * peers_ * 2) {}
+
+  // Slots for a window of lanes: the next power of two, so a lane's slot is
+  // a mask away (no division per op).
+  static size_t SlotsFor(size_t window) { return std::bit_ceil(window); }
 
   absl::Status Run() {
     const size_t lanes = plan_.lanes.size();
-    const size_t window = runs_.size();
+    const size_t window = window_;
     size_t first = 0;  // the oldest unfinished lane
     size_t end = 0;    // lanes started
     while (first < lanes) {
@@ -47,10 +52,9 @@ class PlanRun {
   }
 
  private:
-  // A lane's slot in the window (its LaneRun, scratch and message counts):
-  // the window holds min(kLaneWindow, lanes) lanes, so every slot is below
-  // the window's size. By a constant, so no division per op.
-  static size_t SlotOf(size_t lane) { return lane % kLaneWindow; }
+  // A lane's slot (its LaneRun, scratch and message counts): the lanes in
+  // flight are at most window_ consecutive ones, so their slots differ.
+  size_t SlotOf(size_t lane) const { return lane & mask_; }
 
   void Start(size_t lane) {
     const size_t slot = SlotOf(lane);
@@ -247,6 +251,8 @@ class PlanRun {
   absl::Span<std::byte> scratch_;
   const size_t es_;
   const size_t peers_;
+  const size_t window_;  // lanes in flight at most
+  const size_t mask_;    // slots - 1
   absl::InlinedVector<LaneRun, kLaneWindow> runs_;
   absl::InlinedVector<uint32_t, 64> counts_;  // [slot][peer][receive, send]: messages of the lane so far
 };
@@ -262,10 +268,11 @@ absl::Status RunPlanOnTransport(const Plan& plan, Transport& transport, const Co
   if (plan.shared_windows && windows == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("a shared-memory plan over ", transport.name(), ", which has no windows"));
   }
-  const size_t window = std::min(kLaneWindow, plan.lanes.size());
+  const size_t window = std::min(std::max<size_t>(plan.lane_window, 1), plan.lanes.size());
   absl::Span<std::byte> slots;
   if (plan.scratch_elements > 0) {
-    BRAID_ASSIGN_OR_RETURN(slots, scratch.Get(window * plan.scratch_elements * DTypeSize(args.dtype)));
+    BRAID_ASSIGN_OR_RETURN(slots,
+                           scratch.Get(PlanRun::SlotsFor(window) * plan.scratch_elements * DTypeSize(args.dtype)));
   }
   PlanRun run(plan, transport, windows, args, input, output, slots, window, levels);
   return run.Run();

@@ -33,8 +33,6 @@
 
 namespace braid {
 
-inline constexpr size_t kLaneWindow = 8;
-
 // Where a hierarchical plan's steps run (collectives/hierarchical.h): `step`
 // of the collective `args` on its level, reading `input`, writing `output`.
 class PlanLevels {

@@ -1,8 +1,9 @@
 // Internal to collectives/programs/: the small constructors the Plans are
-// written with (program.cc, shm_programs.cc).
+// written with (program.cc, shm_programs.cc, tree_programs.cc).
 #ifndef BRAID_COLLECTIVES_PROGRAMS_PLAN_BUILDERS_H_
 #define BRAID_COLLECTIVES_PROGRAMS_PLAN_BUILDERS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -42,6 +43,18 @@ inline Op Local(Op::Kind kind, Region dst, Region a = {}, Region b = {}) {
 inline Op ReduceOp3(Region dst, Region a, Region b) { return Local(Op::Kind::kReduce, dst, a, b); }
 inline Op CopyOp(Region dst, Region src) { return Local(Op::Kind::kCopy, dst, src); }
 inline Op DivideOp(Region dst) { return Local(Op::Kind::kDivide, dst); }
+
+// Segment `j` of `chunk` (empty past its end), as SegmentRange cuts it.
+inline Range Lane(const Range& chunk, size_t seg, size_t j) {
+  const size_t begin = j * seg;
+  if (begin >= chunk.length) return Range{chunk.end(), 0};
+  return Range{chunk.begin + begin, std::min(seg, chunk.length - begin)};
+}
+
+// The pipeline segment: about segment_bytes, `parts` chunks (topology.h).
+inline size_t SegmentOf(const PlanRequest& r, int parts) {
+  return SegmentElements(r.args.count, parts, DTypeSize(r.args.dtype), r.args.segment_bytes);
+}
 
 }  // namespace braid::plan
 

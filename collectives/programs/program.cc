@@ -6,6 +6,7 @@
 #include "base/status.h"
 #include "collectives/programs/plan_builders.h"
 #include "collectives/programs/shm_programs.h"
+#include "collectives/programs/tree_programs.h"
 #include "collectives/topology.h"
 
 namespace braid {
@@ -13,21 +14,9 @@ namespace {
 
 using namespace plan;  // NOLINT(build/namespaces): the Plans below are written in its words
 
-// Segment `j` of `chunk` (empty past its end), as SegmentRange cuts it.
-Range Lane(const Range& chunk, size_t seg, size_t j) {
-  const size_t begin = j * seg;
-  if (begin >= chunk.length) return Range{chunk.end(), 0};
-  return Range{chunk.begin + begin, std::min(seg, chunk.length - begin)};
-}
-
 // Lane `w` of block `b` (mod n) of blocks of `count` elements.
 Range BlockLane(int b, int n, size_t count, const Range& w) {
   return Range{static_cast<size_t>(Mod(b, n)) * count + w.begin, w.length};
-}
-
-// The pipeline segment: about segment_bytes, `parts` chunks (topology.h).
-size_t SegmentOf(const PlanRequest& r, int parts) {
-  return SegmentElements(r.args.count, parts, DTypeSize(r.args.dtype), r.args.segment_bytes);
 }
 
 // Ring all-reduce: reduce-scatter, the final chunk divided for
@@ -54,44 +43,6 @@ Plan RingAllReduce(const PlanRequest& r) {
     if (r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(Out(c(me + 1))));
     for (int t = 0; t <= n - 2; ++t) {
       ops.push_back(Group({SendTo(ring.right, Out(c(me + 1 - t))), RecvFrom(ring.left, Out(c(me - t)))}));
-    }
-    plan.lanes.push_back(std::move(ops));
-  }
-  return plan;
-}
-
-// Binary-tree all-reduce: up the tree, reduced at every inner
-// rank, the root's result back down.
-Plan TreeAllReduce(const PlanRequest& r) {
-  const size_t count = r.args.count;
-  const size_t seg = SegmentOf(r, 1);
-  const TreeLinks links = BinaryTree(r.rank, r.size);
-  const size_t children = links.children.size();
-  Plan plan;
-  plan.scratch_elements = children * seg;
-  for (size_t j = 0; j < SegmentCount(count, seg); ++j) {
-    const Range range = Lane(Range{0, count}, seg, j);
-    std::vector<Op> ops;
-    if (children > 0) {
-      std::vector<Transfer> from_children;
-      for (size_t c = 0; c < children; ++c) {
-        from_children.push_back(RecvFrom(links.children[c], Scratch(c * seg, range.length)));
-      }
-      ops.push_back(Group(std::move(from_children)));
-      for (size_t c = 0; c < children; ++c) {
-        ops.push_back(ReduceOp3(Out(range), c == 0 ? In(range) : Out(range), Scratch(c * seg, range.length)));
-      }
-    }
-    if (links.parent >= 0) {
-      ops.push_back(Group({SendTo(links.parent, children > 0 ? Out(range) : In(range))}));
-      ops.push_back(Group({RecvFrom(links.parent, Out(range))}));
-    } else if (r.args.op == ReduceOp::kAvg) {
-      ops.push_back(DivideOp(Out(range)));
-    }
-    if (children > 0) {
-      std::vector<Transfer> down;
-      for (int child : links.children) down.push_back(SendTo(child, Out(range)));
-      ops.push_back(Group(std::move(down)));
     }
     plan.lanes.push_back(std::move(ops));
   }
@@ -318,6 +269,7 @@ bool HasProgram(Algorithm algorithm, CollectiveKind kind) {
       return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
              kind == CollectiveKind::kAllGather;
     case Algorithm::kTree:
+    case Algorithm::kDoubleTree:
     case Algorithm::kRhd:
     case Algorithm::kOneShot: return kind == CollectiveKind::kAllReduce;
     case Algorithm::kChain: return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
@@ -353,6 +305,7 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& request) {
       if (kind == CollectiveKind::kAllGather) return RingAllGather(request);
       return RingAllReduce(request);
     case Algorithm::kTree: return TreeAllReduce(request);
+    case Algorithm::kDoubleTree: return DoubleTreeAllReduce(request);
     case Algorithm::kRhd: return RhdAllReduce(request);
     case Algorithm::kOneShot: return OneShotAllReduce(request);
     case Algorithm::kChain:

@@ -107,10 +107,16 @@ struct Op {
   LevelStep step;                   // kStep
 };
 
+// How many of a plan's lanes an executor runs at once, unless the plan asks
+// for more (a deep tree keeps a segment in flight on every level).
+inline constexpr size_t kLaneWindow = 8;
+
 struct Plan {
   std::vector<std::vector<Op>> lanes;
   // Scratch elements each lane needs (the largest over lanes).
   size_t scratch_elements = 0;
+  // Lanes run at once: kLaneWindow, or more where the plan asks.
+  size_t lane_window = kLaneWindow;
   // Runs over the transport's SharedWindows (the shared-memory paths), or
   // steps on the levels of a hierarchy: the host executor only.
   bool shared_windows = false;

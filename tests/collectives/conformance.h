@@ -280,9 +280,9 @@ struct Suite {
 struct ConformanceOptions {
   // The all-reduce algorithms to check, each against the same reference;
   // those the transport cannot run (window, peer-access off shm) are skipped.
-  std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing,    Algorithm::kTree,   Algorithm::kRhd,
-                                                 Algorithm::kOneShot, Algorithm::kWindow, Algorithm::kPeerAccess,
-                                                 Algorithm::kHierarchical};
+  std::vector<Algorithm> allreduce_algorithms = {Algorithm::kRing,       Algorithm::kTree,   Algorithm::kDoubleTree,
+                                                 Algorithm::kRhd,        Algorithm::kOneShot, Algorithm::kWindow,
+                                                 Algorithm::kPeerAccess, Algorithm::kHierarchical};
   // Also run every other collective natively (the transport's engine), after braid's.
   bool native_others = false;
   // Where the calls' tensors live (Suite::device): a CUDA device checks host

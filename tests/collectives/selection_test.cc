@@ -29,8 +29,8 @@ Algorithm Pick(const Selector& selector, CollectiveKind kind, size_t count, size
 }
 
 TEST_CASE("Selector: names round-trip, and direct is accepted", "[selection]") {
-  for (const char* name : {"auto", "ring", "tree", "rhd", "one-shot", "window", "peer-access", "direct", "native",
-                           "hierarchical"}) {
+  for (const char* name : {"auto", "ring", "tree", "double-tree", "rhd", "one-shot", "window", "peer-access",
+                           "direct", "native", "hierarchical"}) {
     absl::StatusOr<Algorithm> parsed = ParseAlgorithm(name);
     REQUIRE(parsed.ok());
     CHECK(std::string(AlgorithmName(*parsed)) == name);

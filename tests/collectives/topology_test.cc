@@ -68,6 +68,29 @@ TEST_CASE("Ring and BinaryTree: every rank is linked consistently", "[collective
   CHECK(BinaryTree(2, 7).children == std::vector<int>{5, 6});
 }
 
+TEST_CASE("ReversedBinaryTree: linked consistently; with BinaryTree, a double binary tree", "[collectives][topology]") {
+  for (int size = 1; size <= 17; ++size) {
+    int roots = 0;
+    for (int rank = 0; rank < size; ++rank) {
+      const TreeLinks links = ReversedBinaryTree(rank, size);
+      if (links.parent < 0) ++roots;
+      if (links.parent >= 0) {
+        const TreeLinks up = ReversedBinaryTree(links.parent, size);
+        REQUIRE(std::count(up.children.begin(), up.children.end(), rank) == 1);
+      }
+      for (int child : links.children) REQUIRE(ReversedBinaryTree(child, size).parent == rank);
+      // Inner in at most one of the two trees (for an even size, in exactly one).
+      const bool inner_first = !BinaryTree(rank, size).children.empty();
+      const bool inner_second = !links.children.empty();
+      REQUIRE(!(inner_first && inner_second));
+      if (size % 2 == 0 && size > 1) REQUIRE(inner_first != inner_second);
+    }
+    REQUIRE(roots == 1);
+  }
+  CHECK(ReversedBinaryTree(6, 7).parent == -1);
+  CHECK(ReversedBinaryTree(4, 7).children == std::vector<int>{1, 0});
+}
+
 TEST_CASE("RhdPlan: p active ranks with distinct virtual ranks; folded ranks pair with an active one",
           "[collectives][topology]") {
   for (int size = 1; size <= 33; ++size) {

@@ -315,7 +315,7 @@ TEST_CASE("braidrun --print-env: knobs of every layer, with values, defaults and
   CHECK(exit.err.empty());
   const std::string out = "\n" + exit.out;  // every knob's line starts after a newline
   // collectives/ (set here), runtime/ (unset), base/ and launcher/: braidrun links none of the first two.
-  CHECK(absl::StrContains(out, "\nBRAID_ALGO=ring\n    All-reduce algorithm: auto, ring, tree, rhd"));
+  CHECK(absl::StrContains(out, "\nBRAID_ALGO=ring\n    All-reduce algorithm: auto, ring, tree, double-tree, rhd"));
   CHECK(absl::StrContains(out, "\nBRAID_TRANSPORT (unset, default auto)\n    Transport: auto (mpi under mpirun"));
   CHECK(absl::StrContains(out, "\nBRAID_TIMEOUT_SEC (unset, default 600)\n    Deadline for every collective"));
   CHECK(absl::StrContains(out, "\nBRAID_JOB_SECRET_FILE (unset, no default)\n"));

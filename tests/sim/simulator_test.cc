@@ -93,16 +93,45 @@ TEST_CASE("two ranks on one host: the ring's two steps, exactly") {
   CHECK(r->bytes_sent == 16);
 }
 
+// NCCL's alpha-beta setting: 1024 ranks, 5 us and 12.5 GB/s a link.
+constexpr double kNcclAlpha = 5e-6;
+constexpr double kNcclBeta = 12.5e9;
+constexpr int kNcclRanks = 1024;
+absl::StatusOr<SimResult> OnNcclModel(size_t bytes, Algorithm algorithm) {
+  return Simulate(AlphaBeta(kNcclAlpha, kNcclBeta), kNcclRanks, AllReduce(bytes, algorithm));
+}
+
 TEST_CASE("the ring at 1024 ranks is the alpha-beta model NCCL tunes with") {
-  const double alpha = 5e-6;
-  const double beta = 12.5e9;
-  const int n = 1024;
+  const double alpha = kNcclAlpha;
+  const double beta = kNcclBeta;
+  const int n = kNcclRanks;
   const size_t bytes = size_t{256} << 20;  // a 256 KiB chunk per rank: one segment, one lane
-  const absl::StatusOr<SimResult> r = Simulate(AlphaBeta(alpha, beta), n, AllReduce(bytes, Algorithm::kRing));
+  const absl::StatusOr<SimResult> r = OnNcclModel(bytes, Algorithm::kRing);
   REQUIRE(r.ok());
   const double model = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / beta;
   CHECK(r->seconds == Approx(model).epsilon(0.001));
   CHECK(r->messages == uint64_t{2} * n * (n - 1));
+}
+
+TEST_CASE("the double binary tree at 1024 ranks is NCCL's tree model: log latency, the ring's bandwidth") {
+  const size_t bytes = size_t{256} << 20;
+  const absl::StatusOr<SimResult> twin = OnNcclModel(bytes, Algorithm::kDoubleTree);
+  REQUIRE(twin.ok());
+  // NCCL's alpha-beta form for its double binary tree: the trees' depth in
+  // latencies up and down, and about twice the vector each way through
+  // every rank's NIC (inner in one tree, a leaf in the other). The pipeline
+  // fills and drains one segment a level.
+  const double model = 2 * std::log2(kNcclRanks) * kNcclAlpha + 2.0 * bytes / kNcclBeta;
+  CHECK(twin->seconds >= model * 0.999);
+  CHECK(twin->seconds <= model * 1.05);
+  // One tree: an inner rank moves three vectors each way, not two.
+  const absl::StatusOr<SimResult> one = OnNcclModel(bytes, Algorithm::kTree);
+  REQUIRE(one.ok());
+  CHECK(one->seconds >= 1.4 * twin->seconds);
+  // At 8 bytes: latencies of the depth, against the ring's 2 (n - 1).
+  const absl::StatusOr<SimResult> small = OnNcclModel(8, Algorithm::kDoubleTree);
+  REQUIRE(small.ok());
+  CHECK(small->seconds <= 2 * (std::log2(kNcclRanks) + 1) * kNcclAlpha * 1.01);
 }
 
 TEST_CASE("a shaped link's token bucket: a burst at the peak rate, then the rate") {
@@ -172,7 +201,7 @@ TEST_CASE("every algorithm's plans finish on every rank, for each collective it 
       {CollectiveKind::kAllGather, Algorithm::kHierarchical}, {CollectiveKind::kBroadcast, Algorithm::kChain},
       {CollectiveKind::kBroadcast, Algorithm::kHierarchical}, {CollectiveKind::kReduce, Algorithm::kChain},
       {CollectiveKind::kAllToAll, Algorithm::kPairwise},      {CollectiveKind::kBarrier, Algorithm::kDissemination},
-      {CollectiveKind::kAllReduce, Algorithm::kAuto},
+      {CollectiveKind::kAllReduce, Algorithm::kAuto},         {CollectiveKind::kAllReduce, Algorithm::kDoubleTree},
   };
   for (int ranks : {2, 7, 12, 32}) {
     for (const Case& k : cases) {
