@@ -14,22 +14,20 @@ namespace {
 using namespace plan;  // NOLINT(build/namespaces): the Plans below are written in its words
 
 // One segment's lane over `links`: the children's partial sums into
-// scratch from `scratch` on (a segment each), reduced with this rank's own
-// input, sent up; the result received from the parent (the root divides
-// for avg) and sent down.
-std::vector<Op> TreeLane(const PlanRequest& r, const TreeLinks& links, const Range& range, size_t scratch,
-                         size_t seg) {
+// scratch (a segment each), reduced with this rank's own input, sent up;
+// the result received from the parent (the root divides for avg) and sent
+// down. `with_first` joins the first group (the children's receives),
+// `with_last` the last (the sends down).
+std::vector<Op> TreeLane(const PlanRequest& r, const TreeLinks& links, const Range& range, size_t seg,
+                         std::vector<Transfer> with_first = {}, std::vector<Transfer> with_last = {}) {
   const size_t children = links.children.size();
   std::vector<Op> ops;
-  if (children > 0) {
-    std::vector<Transfer> from_children;
-    for (size_t c = 0; c < children; ++c) {
-      from_children.push_back(RecvFrom(links.children[c], Scratch(scratch + c * seg, range.length)));
-    }
-    ops.push_back(Group(std::move(from_children)));
-    for (size_t c = 0; c < children; ++c) {
-      ops.push_back(ReduceOp3(Out(range), c == 0 ? In(range) : Out(range), Scratch(scratch + c * seg, range.length)));
-    }
+  for (size_t c = 0; c < children; ++c) {
+    with_first.push_back(RecvFrom(links.children[c], Scratch(c * seg, range.length)));
+  }
+  if (!with_first.empty()) ops.push_back(Group(std::move(with_first)));
+  for (size_t c = 0; c < children; ++c) {
+    ops.push_back(ReduceOp3(Out(range), c == 0 ? In(range) : Out(range), Scratch(c * seg, range.length)));
   }
   if (links.parent >= 0) {
     ops.push_back(Group({SendTo(links.parent, children > 0 ? Out(range) : In(range))}));
@@ -37,11 +35,8 @@ std::vector<Op> TreeLane(const PlanRequest& r, const TreeLinks& links, const Ran
   } else if (r.args.op == ReduceOp::kAvg) {
     ops.push_back(DivideOp(Out(range)));
   }
-  if (children > 0) {
-    std::vector<Transfer> down;
-    for (int child : links.children) down.push_back(SendTo(child, Out(range)));
-    ops.push_back(Group(std::move(down)));
-  }
+  for (int child : links.children) with_last.push_back(SendTo(child, Out(range)));
+  if (!with_last.empty()) ops.push_back(Group(std::move(with_last)));
   return ops;
 }
 
@@ -64,7 +59,7 @@ Plan TreeAllReduce(const PlanRequest& r) {
   plan.scratch_elements = links.children.size() * seg;
   plan.lane_window = TreeWindow(r.size);
   for (size_t j = 0; j < SegmentCount(count, seg); ++j) {
-    plan.lanes.push_back(TreeLane(r, links, Lane(Range{0, count}, seg, j), 0, seg));
+    plan.lanes.push_back(TreeLane(r, links, Lane(Range{0, count}, seg, j), seg));
   }
   return plan;
 }
@@ -74,51 +69,23 @@ Plan DoubleTreeAllReduce(const PlanRequest& r) {
   const size_t seg = SegmentOf(r, 2);
   const Range halves[2] = {ChunkRange(count, 2, 0), ChunkRange(count, 2, 1)};
   const TreeLinks trees[2] = {BinaryTree(r.rank, r.size), ReversedBinaryTree(r.rank, r.size)};
-  // The tree this rank is inner in (-1: a leaf in both, the middle rank of
-  // an odd group), and the other, where it is a leaf with a parent.
-  const int inner = !trees[0].children.empty() ? 0 : !trees[1].children.empty() ? 1 : -1;
+  // The tree this rank is inner in (a leaf in both, the middle rank of an
+  // odd group, takes the first), and the other, where it is a leaf.
+  const int inner = trees[0].children.empty() && !trees[1].children.empty() ? 1 : 0;
+  const TreeLinks& outer = trees[1 - inner];
   Plan plan;
   plan.scratch_elements = 2 * seg;  // the inner tree's children's segments
   plan.lane_window = TreeWindow(r.size);
-  // One lane a segment of each half. A rank's sends that wait on nothing
-  // (its own input up the tree it is a leaf in) go out with its first
-  // receives, and its inner tree's result goes down before it waits for the
-  // other's: the trees cross (a rank's child in one may be its parent in the
-  // other), and waiting for both at once would deadlock.
+  // One lane a segment of each half. Its own input goes up the tree it is a
+  // leaf in with its first receives, and its inner tree's result goes down
+  // before it waits for the other's: the trees cross (a rank's child in one
+  // may be its parent in the other), and waiting for both at once would
+  // deadlock.
   for (size_t j = 0; j < SegmentCount(halves[0].length, seg); ++j) {
     const Range ranges[2] = {Lane(halves[0], seg, j), Lane(halves[1], seg, j)};
-    std::vector<Op> ops;
-    std::vector<Transfer> first;
-    for (int t = 0; t < 2; ++t) {
-      if (t != inner) first.push_back(SendTo(trees[t].parent, In(ranges[t])));
-    }
-    if (inner < 0) {
-      ops.push_back(Group(std::move(first)));
-      ops.push_back(Group({RecvFrom(trees[0].parent, Out(ranges[0])), RecvFrom(trees[1].parent, Out(ranges[1]))}));
-      plan.lanes.push_back(std::move(ops));
-      continue;
-    }
-    const TreeLinks& links = trees[inner];
-    const Range range = ranges[inner];
     const Range other = ranges[1 - inner];
-    for (size_t c = 0; c < links.children.size(); ++c) {
-      first.push_back(RecvFrom(links.children[c], Scratch(c * seg, range.length)));
-    }
-    ops.push_back(Group(std::move(first)));
-    for (size_t c = 0; c < links.children.size(); ++c) {
-      ops.push_back(ReduceOp3(Out(range), c == 0 ? In(range) : Out(range), Scratch(c * seg, range.length)));
-    }
-    if (links.parent >= 0) {
-      ops.push_back(Group({SendTo(links.parent, Out(range))}));
-      ops.push_back(Group({RecvFrom(links.parent, Out(range))}));
-    } else if (r.args.op == ReduceOp::kAvg) {
-      ops.push_back(DivideOp(Out(range)));
-    }
-    std::vector<Transfer> last;
-    for (int child : links.children) last.push_back(SendTo(child, Out(range)));
-    last.push_back(RecvFrom(trees[1 - inner].parent, Out(other)));
-    ops.push_back(Group(std::move(last)));
-    plan.lanes.push_back(std::move(ops));
+    plan.lanes.push_back(TreeLane(r, trees[inner], ranges[inner], seg, {SendTo(outer.parent, In(other))},
+                                  {RecvFrom(outer.parent, Out(other))}));
   }
   return plan;
 }
