@@ -53,7 +53,7 @@ class Storage {
   bool owning() const { return owning_; }
   bool pinned() const { return pinned_; }
   // Host memory braid allocated on 2 MiB boundaries and advised to the
-  // kernel as huge pages (Allocate, from 2 MiB up): what peer access reads
+  // kernel as huge pages (Allocate, from 1 MiB up): what peer access reads
   // fastest (process_vm_readv pins a huge page at a time, not 4 KiB).
   bool huge_pages() const;
 
