@@ -205,7 +205,8 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     task.queued = timeline_ ? absl::Now() : absl::Time();
     // A device collective only queues work: inline at any size.
     task.inline_run = request.may_inline && !call.async &&
-                      (request.bytes <= inline_bytes_ || task.ready != nullptr) && !busy_ && queue_.empty();
+                      (request.bytes <= inline_bytes_ || task.ready != nullptr || call.caller_thread) && !busy_ &&
+                      queue_.empty();
     // An inline task is recorded as running at once (one record, not two).
     flight_.QueuedHeld(args, request.bytes, AlgorithmName(algorithm), /*running=*/task.inline_run, now);
     if (!task.inline_run) {

@@ -16,7 +16,7 @@ class AllReduceHookImpl : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
   absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
-    return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, {.stream = bucket.stream});
+    return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, bucket.call_options());
   }
 };
 
@@ -31,7 +31,7 @@ class CompressHook : public CommHook {
 
   absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) override {
     const DType dtype = bucket.buffer.dtype();
-    if (!Compressed(bucket)) return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, {.stream = bucket.stream});
+    if (!Compressed(bucket)) return comm.AllReduce(bucket.buffer, ReduceOp::kAvg, bucket.call_options());
     const int64_t n = bucket.buffer.numel();
     Tensor compressed;
     {
@@ -47,7 +47,7 @@ class CompressHook : public CommHook {
       BRAID_RETURN_IF_ERROR(bucket.stream->Divide(dtype, bucket.buffer.data(), static_cast<size_t>(n), bucket.world_size));
       BRAID_RETURN_IF_ERROR(bucket.stream->Cast(DTypeOf<Narrow>(), compressed.data(), dtype, bucket.buffer.data(),
                                                 static_cast<size_t>(n)));
-      return comm.AllReduce(compressed, ReduceOp::kSum, {.stream = bucket.stream});
+      return comm.AllReduce(compressed, ReduceOp::kSum, bucket.call_options());
     }
     Narrow* out = compressed.data<Narrow>();
     const double scale = 1.0 / bucket.world_size;
@@ -56,7 +56,7 @@ class CompressHook : public CommHook {
       const T* in = bucket.buffer.data<T>();
       for (int64_t i = 0; i < n; ++i) out[i] = ToNarrow(static_cast<float>(in[i] * static_cast<T>(scale)));
     });
-    return comm.AllReduce(compressed, ReduceOp::kSum);
+    return comm.AllReduce(compressed, ReduceOp::kSum, bucket.call_options());
   }
 
   absl::Status Finish(GradBucket& bucket) override {

@@ -26,13 +26,19 @@ struct GradBucket {
   // device links): the compute stream its copies, hook kernels and
   // collectives are ordered on. Null for a host bucket.
   Stream* stream = nullptr;
+  // The iteration's last bucket: backward has nothing left to overlap with
+  // it, so its collectives may run on the launching thread.
+  bool last = false;
+
+  // The options a hook's collectives on this bucket pass.
+  CallOptions call_options() const { return {.stream = stream, .caller_thread = last}; }
 };
 
 // How a bucket is reduced. The default averages with one all-reduce; the
 // compression hooks send f16 / bf16 instead of f32 / f64. Users may write
-// their own: Launch issues collectives (never waits on peers) and returns
-// the Work that ends them; after it completes, Finish must leave the average
-// in bucket.buffer.
+// their own: Launch issues collectives (with bucket.call_options(); never
+// waiting on peers itself) and returns the Work that ends them; after it
+// completes, Finish must leave the average in bucket.buffer.
 class CommHook {
  public:
   virtual ~CommHook() = default;
@@ -42,7 +48,8 @@ class CommHook {
   // Finalize) completed the bucket, in bucket order, once per bucket per
   // synchronized iteration.
   virtual absl::StatusOr<WorkHandle> Launch(Communicator& comm, GradBucket& bucket) = 0;
-  // Called on the reducer's completion thread after Launch's Work ended OK.
+  // Called after Launch's Work ended OK: on the reducer's completion
+  // thread, or on the thread that launched a last bucket already reduced.
   virtual absl::Status Finish(GradBucket& bucket) { return absl::OkStatus(); }
 };
 

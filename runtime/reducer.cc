@@ -152,6 +152,7 @@ absl::Status Reducer::StartIteration(bool shadow) {
   std::fill(locally_used_.begin(), locally_used_.end(), 0);
   next_launch_ = 0;
   finished_ = 0;
+  reduced_here_.clear();
   iteration_error_ = absl::OkStatus();
   launch_blocked_ = absl::ZeroDuration();
   for (Bucket& b : buckets_) {
@@ -263,17 +264,21 @@ void Reducer::LaunchReadyBuckets() {
     Bucket& b = buckets_[next_launch_];
     b.launched = true;
     b.launch_time = absl::Now();
-    completion_queue_.push_back(Pending{static_cast<int>(next_launch_), hook_->Launch(*b.comm, b.grad)});
+    Pending pending{static_cast<int>(next_launch_), hook_->Launch(*b.comm, b.grad)};
     ++next_launch_;
+    // Reduced on this thread (CallOptions::caller_thread): Finalize finishes
+    // it here too, without waking the completion thread and waiting for it.
+    if (b.grad.last && pending.work.ok() && (*pending.work)->Test()) {
+      reduced_here_.push_back(std::move(pending));
+    } else {
+      completion_queue_.push_back(std::move(pending));
+    }
   }
 }
 
 void Reducer::CompletionLoop() {
   for (;;) {
     Pending pending{0, absl::UnknownError("unset")};
-    bool shadow = false;
-    std::vector<int> copy_out;
-    absl::Time launched;
     {
       MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !completion_queue_.empty() || stopping_; };
@@ -281,46 +286,18 @@ void Reducer::CompletionLoop() {
       if (completion_queue_.empty()) return;
       pending = std::move(completion_queue_.front());
       completion_queue_.pop_front();
-      shadow = shadow_;
-      launched = buckets_[static_cast<size_t>(pending.bucket)].launch_time;
-      // Gradients copied in get the average copied back now, during backward;
-      // the rest (unused here) wait for Finalize's decision.
-      if (!options_.gradient_as_bucket_view && !shadow) {
-        for (int v : buckets_[static_cast<size_t>(pending.bucket)].grad.parameters) {
-          if (locally_used_[static_cast<size_t>(v)]) copy_out.push_back(v);
-        }
-      }
     }
-    Bucket& bucket = buckets_[static_cast<size_t>(pending.bucket)];
-    absl::Status status = pending.work.status();
-    Stream* stream = bucket.grad.stream;
-    // A device bucket: its compute stream waits for the collective, never the host.
-    if (status.ok()) {
-      const Deadline deadline = launched + timeout_ + absl::Seconds(5);
-      status = stream != nullptr ? (*pending.work)->WaitStream(*stream, deadline) : (*pending.work)->Wait(deadline);
-    }
-    if (status.ok()) status = hook_->Finish(bucket.grad);
-    if (status.ok()) {
-      for (int v : copy_out) status.Update(CopyBack(v));
-    }
-    MutexLock lock(&mu_);
-    bucket.done_time = absl::Now();
-    if (Timeline* timeline = comm_.timeline()) {
-      timeline->Span(absl::StrCat("bucket ", pending.bucket), Timeline::Track::kBuckets, launched, bucket.done_time,
-                     absl::StrCat("\"bucket\": ", pending.bucket, ", \"iteration\": ", iteration_,
-                                  ", \"bytes\": ", bucket.grad.buffer.nbytes(), ", \"parameters\": ",
-                                  bucket.grad.parameters.size(), ", \"hook\": \"", hook_->name(),
-                                  "\", \"ok\": ", status.ok() ? "true" : "false"));
-    }
-    if (!status.ok() && iteration_error_.ok()) {
-      iteration_error_ = Annotate(status, absl::StrCat("rank ", rank_, ": reducer: bucket ", pending.bucket, " of iteration ",
-                                                       iteration_, " (", hook_->name(), ")"));
-    }
-    ++finished_;
+    FinishBucket(std::move(pending));
   }
 }
 
 absl::Status Reducer::WaitForBuckets(Deadline deadline) {
+  std::vector<Pending> mine;
+  {
+    MutexLock lock(&mu_);
+    mine.swap(reduced_here_);
+  }
+  for (Pending& pending : mine) FinishBucket(std::move(pending));
   MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == buckets_.size(); };
   if (!AwaitWithDeadline(&mu_, absl::Condition(&done), deadline)) {

@@ -18,7 +18,10 @@
 // buckets are always issued in the same order on every rank (a bucket that
 // fills early waits for the ones before it). A completion thread finishes
 // each bucket as its all-reduce ends (the hook's decompression, the copy of
-// the average back into the trainer's gradients), also during backward.
+// the average back into the trainer's gradients), also during backward. The
+// last bucket has nothing left to overlap: when the communicator is idle it
+// is reduced on the thread whose MarkReady completes it, and Finalize
+// finishes it, with no hand-off to braid's progress and completion threads.
 // After the first synchronized iteration the buckets are rebuilt once in the
 // order gradients really arrived on rank 0 (broadcast to everyone).
 //
@@ -146,7 +149,8 @@ class Reducer {
   // With uneven_inputs, a synchronized call is collective.
   absl::Status PrepareForBackward();
   // Gradient `index` is final for this iteration. Thread-safe, cheap (a copy
-  // into the bucket, and maybe an asynchronous launch). Errors: index out
+  // into the bucket, and maybe an asynchronous launch), except for the call
+  // that completes the last bucket, which may reduce it. Errors: index out
   // of range (kOutOfRange), marked twice or outside an iteration
   // (kFailedPrecondition); the iteration goes on.
   absl::Status MarkReady(int index);
@@ -254,6 +258,7 @@ class Reducer {
   absl::StatusOr<Communicator*> CommForDevice(Device device);
   void LaunchReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompletionLoop();
+  void FinishBucket(Pending pending);
   absl::Status WaitForBuckets(Deadline deadline);
   std::string Labels(const std::vector<int>& indices) const;
   void EndNoSync();
@@ -285,6 +290,7 @@ class Reducer {
   std::vector<int> arrival_ ABSL_GUARDED_BY(mu_);  // marking order in the first synchronized iteration
   size_t next_launch_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Pending> completion_queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Pending> reduced_here_ ABSL_GUARDED_BY(mu_);  // the last bucket, if reduced as it launched
   size_t finished_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status iteration_error_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // sticky: the reducer cannot go on

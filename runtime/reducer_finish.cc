@@ -1,16 +1,65 @@
-// What Finalize does once the buckets are reduced: the parameters no rank
-// used, the iteration's statistics, and the errors for gradients never marked
-// ready (reducer.cc runs the iteration).
+// How a bucket's reduction ends, and what Finalize does once every bucket's
+// has: the parameters no rank used, the iteration's statistics, and the
+// errors for gradients never marked ready (reducer.cc runs the iteration).
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/deadline.h"
 #include "base/logging.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "runtime/reducer.h"
 
 namespace braid {
+
+// One launched bucket: waits for its collectives, lets the hook finish, copies
+// the average back into gradients copied in, and counts it. On the completion
+// thread, or on Finalize's for a last bucket reduced on the launching thread.
+void Reducer::FinishBucket(Pending pending) {
+  std::vector<int> copy_out;
+  absl::Time launched;
+  {
+    MutexLock lock(&mu_);
+    launched = buckets_[static_cast<size_t>(pending.bucket)].launch_time;
+    // Gradients copied in get the average copied back now, during backward;
+    // the rest (unused here) wait for Finalize's decision.
+    if (!options_.gradient_as_bucket_view && !shadow_) {
+      for (int v : buckets_[static_cast<size_t>(pending.bucket)].grad.parameters) {
+        if (locally_used_[static_cast<size_t>(v)]) copy_out.push_back(v);
+      }
+    }
+  }
+  Bucket& bucket = buckets_[static_cast<size_t>(pending.bucket)];
+  absl::Status status = pending.work.status();
+  Stream* stream = bucket.grad.stream;
+  // A device bucket: its compute stream waits for the collective, never the host.
+  if (status.ok()) {
+    const Deadline deadline = launched + timeout_ + absl::Seconds(5);
+    status = stream != nullptr ? (*pending.work)->WaitStream(*stream, deadline) : (*pending.work)->Wait(deadline);
+  }
+  if (status.ok()) status = hook_->Finish(bucket.grad);
+  if (status.ok()) {
+    for (int v : copy_out) status.Update(CopyBack(v));
+  }
+  MutexLock lock(&mu_);
+  bucket.done_time = absl::Now();
+  if (Timeline* timeline = comm_.timeline()) {
+    timeline->Span(absl::StrCat("bucket ", pending.bucket), Timeline::Track::kBuckets, launched, bucket.done_time,
+                   absl::StrCat("\"bucket\": ", pending.bucket, ", \"iteration\": ", iteration_,
+                                ", \"bytes\": ", bucket.grad.buffer.nbytes(), ", \"parameters\": ",
+                                bucket.grad.parameters.size(), ", \"hook\": \"", hook_->name(),
+                                "\", \"ok\": ", status.ok() ? "true" : "false"));
+  }
+  if (!status.ok() && iteration_error_.ok()) {
+    iteration_error_ = Annotate(status, absl::StrCat("rank ", rank_, ": reducer: bucket ", pending.bucket,
+                                                     " of iteration ", iteration_, " (", hook_->name(), ")"));
+  }
+  ++finished_;
+}
 
 absl::Status Reducer::ApplyUnused(const Tensor& used, bool detect, bool shadow) {
   absl::Status status;

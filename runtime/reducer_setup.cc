@@ -182,6 +182,7 @@ absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignme
     // Zeros: the first touch of the memory happens here, not in backward.
     BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device()));
     buckets[b].grad = GradBucket{static_cast<int>(b), flat, assignment[b], size_};
+    buckets[b].grad.last = b + 1 == assignment.size();
     BRAID_ASSIGN_OR_RETURN(buckets[b].comm, CommForDevice(first.device()));
     if (buckets[b].comm->on_streams()) {
       buckets[b].grad.stream = options_.compute_stream != nullptr ? options_.compute_stream

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -169,14 +170,19 @@ TEST_CASE("Collectives: ranks that disagree on the count all get a clear error",
   }
 }
 
+// A communicator over shm for this rank.
+absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator(RankContext& context) {
+  HarnessBootstrap bootstrap(context);
+  const NamedTransport shm = AllTransports()[1];
+  BRAID_ASSIGN_OR_RETURN(auto transport, shm.create(bootstrap, context.deadline()));
+  return Communicator::Create(std::move(transport), shm.communicator);
+}
+
 // Communicators reuse a finished Work once its caller let go of it: a
 // handle still held must keep its own collective's seq and status.
 TEST_CASE("Collectives: a held Work keeps its collective while later ones reuse released ones", "[collectives]") {
   auto statuses = RunRanks(2, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
-    HarnessBootstrap bootstrap(context);
-    const NamedTransport shm = AllTransports()[1];
-    BRAID_ASSIGN_OR_RETURN(auto transport, shm.create(bootstrap, context.deadline()));
-    BRAID_ASSIGN_OR_RETURN(auto comm, Communicator::Create(std::move(transport), shm.communicator));
+    BRAID_ASSIGN_OR_RETURN(auto comm, ShmCommunicator(context));
     BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros({2}, DType::kF32));
     BRAID_ASSIGN_OR_RETURN(WorkHandle first, comm->AllReduce(t, ReduceOp::kSum));
     BRAID_ASSIGN_OR_RETURN(WorkHandle second, comm->AllReduce(t, ReduceOp::kSum));
@@ -191,6 +197,34 @@ TEST_CASE("Collectives: a held Work keeps its collective while later ones reuse 
                                               third.get() == released ? " (reused)" : " (new)"));
     }
     return absl::OkStatus();
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << statuses[r]);
+    CHECK(statuses[r].ok());
+  }
+}
+
+// CallOptions::caller_thread: a collective far above the inline size runs
+// on the caller's thread when nothing is queued (done when the call
+// returns); behind a queued one it waits its turn on the progress thread.
+TEST_CASE("Collectives: caller_thread runs a large collective on the caller's thread when idle", "[collectives]") {
+  auto statuses = RunRanks(2, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+    BRAID_ASSIGN_OR_RETURN(auto comm, ShmCommunicator(context));
+    const int64_t count = int64_t{1} << 20;  // 4 MiB: far above the inline size
+    BRAID_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({count}, DType::kF32));
+    for (int64_t i = 0; i < count; ++i) t.data<float>()[i] = static_cast<float>(i % 1000 + context.rank());
+    BRAID_ASSIGN_OR_RETURN(WorkHandle here, comm->AllReduce(t, ReduceOp::kSum, {.caller_thread = true}));
+    if (!here->Test() || !here->status().ok()) return absl::InternalError("not finished when AllReduce returned");
+    for (int64_t i = 0; i < count; ++i) {
+      if (t.data<float>()[i] != static_cast<float>(2 * (i % 1000) + 1)) {
+        return absl::InternalError(absl::StrCat("element ", i, " = ", t.data<float>()[i]));
+      }
+    }
+    // Behind an asynchronous one: queued, and both still finish.
+    BRAID_ASSIGN_OR_RETURN(WorkHandle first, comm->AllReduce(t, ReduceOp::kMax, {.async = true}));
+    BRAID_ASSIGN_OR_RETURN(WorkHandle second, comm->AllReduce(t, ReduceOp::kMax, {.caller_thread = true}));
+    BRAID_RETURN_IF_ERROR(first->Wait(context.deadline()));
+    return second->Wait(context.deadline());
   });
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ": " << statuses[r]);
