@@ -8,14 +8,14 @@
 #   bazel build //examples:train_mlp && bench/reducer_bench.sh
 #   bazel run //bench:reducer_bench
 #
-# Knobs: REPS (3), SMALL_STEPS (300), LARGE_STEPS (20), BATCH (64 per rank),
+# Knobs: REPS (3), SMALL_STEPS (300), LARGE_STEPS (20), BATCH (256 per rank, issue 29),
 # TRAIN_MLP (the binary). Each run has a deadline (timeout 600).
 set -euo pipefail
 
 REPS=${REPS:-3}
 SMALL_STEPS=${SMALL_STEPS:-300}
 LARGE_STEPS=${LARGE_STEPS:-20}
-BATCH=${BATCH:-64}
+BATCH=${BATCH:-256}
 
 if [[ -z "${TRAIN_MLP:-}" ]]; then
   for candidate in "${BASH_SOURCE[0]}.runfiles/braid/examples/train_mlp" "$(dirname "$0")/../bazel-bin/examples/train_mlp"; do
@@ -62,7 +62,7 @@ echo
 echo "| model | parameters | single process (ms) | 2 ranks, NoSync (ms) | 2 ranks, synced (ms) | synced / NoSync | target | comm per step (ms) | hidden under backward |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for model in small large; do
-  if [[ $model == small ]]; then steps=$SMALL_STEPS target=1.10 params=517,642; else steps=$LARGE_STEPS target=1.15 params=25,086,986; fi
+  if [[ $model == small ]]; then steps=$SMALL_STEPS target=1.05 params=517,642; else steps=$LARGE_STEPS target=1.08 params=25,086,986; fi
   common=(--model=$model --batch-size=$BATCH --bench-steps=$steps --samples=$((BATCH * 2 * 8)))
   read -r single _ _ single_all <<< "$(median 1 "${common[@]}")"
   read -r nosync _ _ nosync_all <<< "$(median 2 "${common[@]}" --no-sync)"
