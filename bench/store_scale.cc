@@ -14,7 +14,9 @@
 //       record; Add to the join counter (the last one Sets "all_joined");
 //       Wait for it; Get another client's record; then a barrier the same
 //       way. Prints "ok N START_NS END_NS" (CLOCK_REALTIME) and the first
-//       failure; exit 1 on any.
+//       failure; exit 1 on any. With --connect-only, each client only
+//       connects (one round trip, the client's probe) and hangs up: the
+//       floor of threads and connections that any store's run pays.
 //   store_scale --connect=HOST:PORT --stop
 //       Sets bench/shutdown.
 #include <dirent.h>
@@ -50,6 +52,7 @@ struct Options {
   double timeout_s = 120;
   std::string go;
   bool stop = false;
+  bool connect_only = false;
 };
 
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
@@ -144,7 +147,8 @@ int Connect(const Options& o) {
   threads.reserve(o.clients);
   for (int i = 0; i < o.clients; ++i) {
     threads.emplace_back([&, id = o.first + i] {
-      const absl::Status status = Rendezvous(*address, id, o.total, deadline);
+      const absl::Status status = o.connect_only ? TcpStore::Connect(*address, deadline).status()
+                                                 : Rendezvous(*address, id, o.total, deadline);
       if (status.ok()) {
         ok.fetch_add(1);
         return;
@@ -176,6 +180,8 @@ int Main(int argc, char** argv) {
       {0, "total", "T", "clients in the whole run", integer(&o.total)},
       {0, "go", "FILE", "start the clients once FILE exists",
        [&o](absl::string_view v) { return (o.go = std::string(v), absl::OkStatus()); }},
+      {0, "connect-only", "", "clients only connect and hang up (the floor)",
+       [&o](absl::string_view v) { return (o.connect_only = v == "true", absl::OkStatus()); }},
       {0, "stop", "", "set bench/shutdown (with --connect)",
        [&o](absl::string_view v) { return (o.stop = v == "true", absl::OkStatus()); }},
   };

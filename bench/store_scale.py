@@ -15,6 +15,7 @@ per client) and its descriptors before and after (a leak shows).
 
     .venv/bin/python bench/store_scale.py                        # 1k, 4k, 10k; 2 rounds
     .venv/bin/python bench/store_scale.py --clients 1000 --rounds 1
+    .venv/bin/python bench/store_scale.py --floor   # and clients that only connect
 
 torch's client looks up its socket's host name (a reverse DNS query) on
 every connection. Where DNS drops bursts, as this VM's resolver does, each
@@ -100,9 +101,10 @@ def parse_kv(line):
 
 
 def run_side(side, total, per, args):
-    """One rendezvous of `total` clients: (seconds, clients ok, the server's report)."""
+    """One rendezvous of `total` clients: (seconds, clients ok, the server's report).
+    Side "floor": braid's clients only connect and hang up."""
     py = sys.executable
-    if side == "braid":
+    if side in ("braid", "floor"):
         server = subprocess.Popen([args.bin, "--serve", f"--clients={total}"], stdout=subprocess.PIPE, text=True)
     else:
         server = subprocess.Popen([py, __file__, "--torch-server", str(total)], stdout=subprocess.PIPE, text=True)
@@ -111,9 +113,9 @@ def run_side(side, total, per, args):
     procs = []
     for first in range(0, total, per):
         n = min(per, total - first)
-        if side == "braid":
+        if side in ("braid", "floor"):
             cmd = [args.bin, f"--connect=127.0.0.1:{port}", f"--first={first}", f"--clients={n}", f"--total={total}",
-                   f"--go={go}"]
+                   f"--go={go}"] + (["--connect-only"] if side == "floor" else [])
         else:
             cmd = [py, __file__, "--torch-clients", str(port), str(first), str(n), str(total), go, args.build]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
@@ -129,7 +131,7 @@ def run_side(side, total, per, args):
             starts.append(int(fields[2]))
             ends.append(int(fields[3]))
     os.unlink(go)
-    if side == "braid":
+    if side in ("braid", "floor"):
         subprocess.run([args.bin, f"--connect=127.0.0.1:{port}", "--stop"], check=True)
     else:
         from torch.distributed import TCPStore
@@ -153,6 +155,9 @@ def main():
     parser.add_argument("--bin", default=os.path.join(ROOT, "bazel-bin", "bench", "store_scale"))
     parser.add_argument("--build", default=os.path.join(ROOT, "bench", "out", "tcpstore_ext"))
     parser.add_argument("--keep-dns", action="store_true")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time braid's clients only connecting and hanging up (the floor of threads and "
+                             "connections), between the two sides")
     args = parser.parse_args()
     if not args.keep_dns and os.geteuid() == 0 and os.environ.get("STORE_SCALE_NO_DNS") != "1":
         resolv = os.path.join(tempfile.mkdtemp(prefix="store_scale_"), "resolv.conf")
@@ -170,12 +175,15 @@ def main():
            if os.environ.get("STORE_SCALE_NO_DNS") == "1" else "the host's")
     print(f"# bench/store_scale.py: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
           f"RLIMIT_NOFILE {hard}, {args.per_process} client threads a process, DNS: {dns}")
+    floor_head = (" connect floor s | floor/torch |", "---:|---:|") if args.floor else ("", "")
     print("| clients | round | braid s | torch s | braid/torch | lost (braid, torch) | server CPU us/client "
-          "(braid, torch) | server KiB/client (braid, torch) | fds leaked (braid, torch) |")
-    print("|---:|---:|---:|---:|---:|---|---|---|---|")
+          "(braid, torch) | server KiB/client (braid, torch) | fds leaked (braid, torch) |" + floor_head[0])
+    print("|---:|---:|---:|---:|---:|---|---|---|---|" + floor_head[1])
     for total in [int(c) for c in args.clients.split(",")]:
         for r in range(args.rounds):
             sides = ["braid", "torch"] if r % 2 == 0 else ["torch", "braid"]
+            if args.floor:
+                sides.insert(1, "floor")
             got = {side: run_side(side, total, args.per_process, args) for side in sides}
             (bs, bok, br), (ts, tok, tr) = got["braid"], got["torch"]
 
@@ -185,7 +193,8 @@ def main():
             print(f"| {total} | {r + 1} | {bs:.2f} | {ts:.2f} | {bs / ts:.2f} | {total - bok}, {total - tok} | "
                   f"{per_client(br, 'cpu_s'):.0f}, {per_client(tr, 'cpu_s'):.0f} | "
                   f"{per_client(br, 'peak_rss_kb'):.1f}, {per_client(tr, 'peak_rss_kb'):.1f} | "
-                  f"{br['fds_after'] - br['fds_before']:.0f}, {tr['fds_after'] - tr['fds_before']:.0f} |", flush=True)
+                  f"{br['fds_after'] - br['fds_before']:.0f}, {tr['fds_after'] - tr['fds_before']:.0f} |" +
+                  (f" {got['floor'][0]:.2f} | {got['floor'][0] / ts:.2f} |" if args.floor else ""), flush=True)
 
 
 if __name__ == "__main__":
