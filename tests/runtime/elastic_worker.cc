@@ -2,7 +2,9 @@
 // --rounds all-reduces, each checked exactly: every member adds (id + 1) *
 // round, so the sum names who took part. A failed round is followed by a
 // Reform and done again by the new group (the round comes from the most
-// advanced rank). Between rounds it sleeps --sleep-ms. At the end it prints
+// advanced rank). Once its first epoch's group has run a collective it sets
+// running/<id> in that group's store. Between rounds it sleeps --sleep-ms.
+// At the end it prints
 //   done id <id> epoch <epoch> world <size> round <rounds> members <ids>
 // Flags: --rounds=N (default 40), --sleep-ms=N (default 20), --min-ranks=N (default 1).
 #include <unistd.h>
@@ -71,6 +73,11 @@ absl::Status Run(int argc, char** argv) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ElasticGroup> elastic, ElasticGroup::Create(env, options));
   int64_t round = 0;
   absl::Status status = SyncRound(*elastic, &round);
+  // Every member built the first epoch and took part in a collective: the
+  // test kills only after this, so that the kill lands in the rounds.
+  if (status.ok()) {
+    status = elastic->group().store().Set(absl::StrCat("running/", elastic->id()), absl::StrCat(elastic->epoch()));
+  }
   while (true) {
     if (status.ok() && round >= rounds) break;
     if (status.ok()) status = AllReduceRound(*elastic, round + 1);
