@@ -108,9 +108,10 @@ struct CallOptions {
   // Never on the caller's thread, whatever its size (torch's async_op: the
   // caller overlaps its own work with the collective).
   bool async = false;
-  // On the caller's thread whatever its size, when nothing is queued ahead:
-  // for a caller that would only wait for it (the reducer's last bucket),
-  // this saves the hand-off to the progress thread and back.
+  // On the caller's thread whatever its size, when nothing is queued ahead
+  // (async wins over it): for a caller that would only wait for it (the
+  // reducer's last bucket), this saves the hand-off to the progress thread
+  // and back.
   bool caller_thread = false;
 };
 
