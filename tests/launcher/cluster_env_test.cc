@@ -54,7 +54,7 @@ bool WaitForPids(const std::string& dir, int workers) {
 }
 
 TEST_CASE("braidrun: a two-node job configured only by PET_* variables", "[launcher][pet]") {
-  const uint16_t master_port = UnusedPort();
+  const uint16_t master_port = UnusedPortPair();  // the store takes master_port + 1
   std::vector<pid_t> pids;
   std::vector<std::string> tags;
   for (int node : {1, 0}) {
