@@ -278,8 +278,8 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& h
   const auto [kind, count] = KindAndCount(options_.collective, step.counts, comm_.size());
   CallOptions call;
   call.algorithm = algorithm;
-  const bool huge_pages = step.in.storage()->huge_pages() && step.out.storage()->huge_pages();
-  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, huge_pages, call));
+  const bool peer_fast = step.in.storage()->peer_fast() && step.out.storage()->peer_fast();
+  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, peer_fast, call));
   row->algorithm_used = AlgorithmName(used);
   const bool in_place = HasInPlace();
 

@@ -19,10 +19,10 @@ namespace braid {
 namespace {
 
 // Every buffer a collective reads or writes (either may be null) is braid's
-// huge-page memory (the selector's `huge_pages`).
-bool HugePages(const Tensor* in, const Tensor* out) {
+// memory that peer access reaches fast (the selector's `peer_fast`).
+bool PeerFast(const Tensor* in, const Tensor* out) {
   for (const Tensor* t : {in, out}) {
-    if (t != nullptr && t->defined() && !t->storage()->huge_pages()) return false;
+    if (t != nullptr && t->defined() && !t->storage()->peer_fast()) return false;
   }
   return true;
 }
@@ -152,10 +152,10 @@ Algorithm Communicator::Resolve(Algorithm requested) const {
   return requested;
 }
 
-absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool huge_pages,
+absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool peer_fast,
                                                      const CallOptions& call) const {
   absl::StatusOr<Algorithm> algorithm =
-      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), huge_pages);
+      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), peer_fast);
   if (!algorithm.ok()) return Annotate(algorithm.status(), absl::StrCat("rank ", rank_));
   return algorithm;
 }
@@ -165,7 +165,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(request.kind), " on group '", name_,
                                                       "': this rank is not a member of it"));
   }
-  const bool huge_pages = HugePages(request.in, request.out);
+  const bool peer_fast = PeerFast(request.in, request.out);
   const Algorithm requested = Resolve(call.algorithm);
   Task task;
   if (device_ && request.kind != CollectiveKind::kSplit) {
@@ -180,10 +180,10 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     }
     LastSelection& last = last_selection_;
     if (last.chosen == Algorithm::kAuto || last.kind != request.kind || last.count != request.count ||
-        last.dtype != request.dtype || last.requested != requested || last.huge_pages != huge_pages) {
+        last.dtype != request.dtype || last.requested != requested || last.peer_fast != peer_fast) {
       BRAID_ASSIGN_OR_RETURN(const Algorithm chosen,
-                             AlgorithmFor(request.kind, request.count, request.dtype, huge_pages, call));
-      last = {request.kind, request.count, request.dtype, requested, huge_pages, chosen};
+                             AlgorithmFor(request.kind, request.count, request.dtype, peer_fast, call));
+      last = {request.kind, request.count, request.dtype, requested, peer_fast, chosen};
     }
     const Algorithm algorithm = last.chosen;
     CollectiveArgs& args = task.args;

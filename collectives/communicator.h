@@ -187,8 +187,8 @@ class Communicator {
 
   // What a `kind` collective of `count` elements of `dtype` would run under
   // `call` (count as CollectiveArgs has it): the selector's answer after the
-  // precedence above; huge_pages as Selector::Select has it. For tests and benchmarks.
-  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool huge_pages,
+  // precedence above; peer_fast as Selector::Select has it. For tests and benchmarks.
+  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool peer_fast,
                                          const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr || (device_ && device_->link().has_native()); }
@@ -342,7 +342,7 @@ class Communicator {
     size_t count = 0;
     DType dtype = DType::kU8;
     Algorithm requested = Algorithm::kAuto;
-    bool huge_pages = false;
+    bool peer_fast = false;
     Algorithm chosen = Algorithm::kAuto;
   };
   LastSelection last_selection_ ABSL_GUARDED_BY(mu_);

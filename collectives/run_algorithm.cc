@@ -1,6 +1,7 @@
 #include "collectives/run_algorithm.h"
 
 #include "absl/strings/str_cat.h"
+#include "tensor/mappable_memory.h"
 #include "base/status.h"
 #include "collectives/algorithm_util.h"
 #include "collectives/programs/host_executor.h"
@@ -28,6 +29,8 @@ absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape,
     // A large output of its own is not in the cache (the input was read, not
     // it): written around the cache rather than read a line at a time first.
     request.stream_out = output.data() != input.data() && output.size() >= window.stream_output_bytes;
+    request.peers_map = algorithm == Algorithm::kPeerAccess && FindMappable(input.data(), input.size()).has_value() &&
+                        FindMappable(output.data(), output.size()).has_value();
   }
   BRAID_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(request));
   return RunPlanOnTransport(*plan, t, args, input, output, scratch);

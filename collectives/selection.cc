@@ -135,12 +135,12 @@ bool Selector::Hierarchical(CollectiveKind kind, size_t bytes, Algorithm request
          bytes >= thresholds_.hierarchical_min_bytes;
 }
 
-Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const {
+Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool peer_fast) const {
   if (Hierarchical(CollectiveKind::kAllReduce, count * element_size, requested)) return Algorithm::kHierarchical;
   if (requested != Algorithm::kAuto && requested != Algorithm::kDirect) return requested;  // asked for by name
   const Algorithm chosen =
       requested == Algorithm::kDirect ? ResolveDirect(count, element_size) : AutoAllReduce(count, element_size);
-  return chosen == Algorithm::kPeerAccess && !huge_pages ? Algorithm::kWindow : chosen;
+  return chosen == Algorithm::kPeerAccess && !peer_fast ? Algorithm::kWindow : chosen;
 }
 
 absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
@@ -180,7 +180,7 @@ absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t cou
 }
 
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
-                                           Algorithm requested, bool huge_pages) const {
+                                           Algorithm requested, bool peer_fast) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
   if (kind == CollectiveKind::kSplit) return Algorithm::kRing;
   if (caps_.device_link) return SelectDevice(kind, count, element_size, requested);
@@ -193,7 +193,7 @@ absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, si
           absl::StrCat(AlgorithmName(requested), " is not an all-reduce algorithm"));
     }
     if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
-    return SelectAllReduce(count, element_size, requested, huge_pages);
+    return SelectAllReduce(count, element_size, requested, peer_fast);
   }
   const bool has_peer_path = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather ||
                              kind == CollectiveKind::kAllToAll;

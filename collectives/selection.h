@@ -140,14 +140,15 @@ class Selector {
   // What a `kind` collective of `count` elements of `element_size` bytes
   // runs (count as CollectiveArgs has it: per rank's block for
   // reduce-scatter, all-gather and all-to-all) when `requested`.
-  // `huge_pages`: every buffer is braid's huge-page memory
-  // (Storage::huge_pages); on the caller's 4 KiB pages an all-reduce left
-  // to auto takes the window instead of peer access, which pins every page
-  // it reads (bench/RESULTS.md, "Caller memory"). Programs run the same code
+  // `peer_fast`: every buffer is braid's memory that peer access reaches
+  // fast (Storage::peer_fast: mapped by the peers, or huge pages); in the
+  // caller's own memory an all-reduce left to auto takes the window instead
+  // of peer access, which pins every page it reads (bench/RESULTS.md,
+  // "Caller memory"). Programs run the same code
   // on every rank, so every rank's buffers are alike and so is the choice.
   // kUnimplemented when the request needs what the transport lacks.
   absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size, Algorithm requested,
-                                   bool huge_pages = true) const;
+                                   bool peer_fast = true) const;
 
   WindowPlan window_plan() const {
     return {thresholds_.window_whole_round_bytes, thresholds_.stream_output_bytes};
@@ -155,7 +156,7 @@ class Selector {
   const TransportCaps& caps() const { return caps_; }
 
  private:
-  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool huge_pages) const;
+  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool peer_fast) const;
   absl::StatusOr<Algorithm> SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
                                          Algorithm requested) const;
   // auto: the tuned table's row, else the built-in rule.

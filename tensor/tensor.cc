@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "tensor/mappable_memory.h"
 
 #ifdef BRAID_WITH_CUDA
 #include <cuda_runtime.h>
@@ -23,6 +24,9 @@ constexpr size_t kCpuAlignment = 64;
 // 2 MiB is then read by peer access too (at most twice the memory asked).
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kHugePagesFrom = size_t{1} << 20;
+// From here host buffers are memfds the peers map (tensor/mappable_memory.h):
+// peer access then reads and writes them directly, with no kernel copy.
+constexpr size_t kMappableFrom = kHugePagesFrom;
 
 #ifdef BRAID_WITH_CUDA
 absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
@@ -49,6 +53,10 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device
 #endif
   }
   void* data = nullptr;
+  if (nbytes >= kMappableFrom) {
+    absl::StatusOr<std::byte*> mappable = AllocateMappable(nbytes);
+    if (mappable.ok()) return std::shared_ptr<Storage>(new Storage(*mappable, nbytes, device, true, false, true));
+  }
   if (nbytes > 0) {
     const size_t alignment = nbytes >= kHugePagesFrom ? kHugePage : kCpuAlignment;
     const size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
@@ -60,7 +68,9 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, true));
 }
 
-bool Storage::huge_pages() const { return owning_ && !pinned_ && device_.is_cpu() && nbytes_ >= kHugePagesFrom; }
+bool Storage::peer_fast() const {
+  return mappable_ || (owning_ && !pinned_ && device_.is_cpu() && nbytes_ >= kHugePagesFrom);
+}
 
 absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocatePinned(size_t nbytes) {
 #ifdef BRAID_WITH_CUDA
@@ -95,7 +105,11 @@ Storage::~Storage() {
 #endif
     return;
   }
-  std::free(data_);
+  if (mappable_) {
+    FreeMappable(data_);
+  } else {
+    std::free(data_);
+  }
 }
 
 Shape ContiguousStrides(const Shape& shape) {

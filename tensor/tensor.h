@@ -52,19 +52,23 @@ class Storage {
   Device device() const { return device_; }
   bool owning() const { return owning_; }
   bool pinned() const { return pinned_; }
-  // Host memory braid allocated on 2 MiB boundaries and advised to the
-  // kernel as huge pages (Allocate, from 1 MiB up): what peer access reads
-  // fastest (process_vm_readv pins a huge page at a time, not 4 KiB).
-  bool huge_pages() const;
+  // Host memory braid allocated from 1 MiB up, which peer access reaches
+  // fast: a memfd the peers map (tensor/mappable_memory.h), or, where none
+  // could be made, private memory on 2 MiB boundaries advised as huge pages
+  // (process_vm_readv pins a huge page at a time, not 4 KiB).
+  bool peer_fast() const;
+  // Memory of a memfd the peers may map (AllocateMappable).
+  bool mappable() const { return mappable_; }
 
  private:
-  Storage(std::byte* data, size_t nbytes, Device device, bool owning, bool pinned = false)
-      : data_(data), nbytes_(nbytes), device_(device), owning_(owning), pinned_(pinned) {}
+  Storage(std::byte* data, size_t nbytes, Device device, bool owning, bool pinned = false, bool mappable = false)
+      : data_(data), nbytes_(nbytes), device_(device), owning_(owning), pinned_(pinned), mappable_(mappable) {}
   std::byte* data_;
   size_t nbytes_;
   Device device_;
   bool owning_;
-  bool pinned_;  // host memory from cudaHostAlloc
+  bool pinned_;    // host memory from cudaHostAlloc
+  bool mappable_;  // from AllocateMappable
 };
 
 class Tensor {

@@ -117,13 +117,14 @@ class PlanRun {
     if (op.kind == Op::Kind::kWritePeer) {
       BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> from, SpanOf(op.a, slot));
       BRAID_ASSIGN_OR_RETURN(std::byte* to, PeerAt(op.dst));
-      return windows_->WritePeer(op.dst.rank, from, to);
+      return windows_->WritePeer(op.dst.rank, from, to, op.stream);
     }
     BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> dst, SpanOf(op.dst, slot));
     switch (op.kind) {
       case Op::Kind::kReduce: {
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> a, SpanOf(op.a, slot));
-        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> b, SpanOf(op.b, slot));
+        BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> b,
+                               op.b.buffer == Buffer::kPeerInput ? PeerOperand(op.b) : SpanOf(op.b, slot));
         HostReduce(args_.dtype, args_.op, dst, a, b);
         return absl::OkStatus();
       }
@@ -190,6 +191,17 @@ class PlanRun {
     return base + r.begin * es_;
   }
 
+  // A peer's input read in place where it is mapped here, else copied into
+  // peer_copy_ first.
+  absl::StatusOr<absl::Span<std::byte>> PeerOperand(const Region& r) {
+    BRAID_ASSIGN_OR_RETURN(std::byte* at, PeerAt(r));
+    const size_t bytes = r.count * es_;
+    if (std::byte* mapped = windows_->MappedPeer(r.rank, at, bytes)) return absl::MakeSpan(mapped, bytes);
+    if (peer_copy_.size() < bytes) peer_copy_.resize(bytes);
+    BRAID_RETURN_IF_ERROR(windows_->ReadPeer(r.rank, at, absl::MakeSpan(peer_copy_.data(), bytes)));
+    return absl::MakeSpan(peer_copy_.data(), bytes);
+  }
+
   // Inline, its errors out of line: every op of a small collective asks it.
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<absl::Span<std::byte>> SpanOf(const Region& r, size_t slot) const {
     std::byte* base;
@@ -244,6 +256,7 @@ class PlanRun {
   PlanLevels* const levels_;      // for plans with levels
   const std::vector<std::byte*>* half_ = nullptr;  // this round's
   absl::InlinedVector<PeerBuffers, 8> published_;  // by the last publishing Sync
+  std::vector<std::byte> peer_copy_;                // PeerOperand's, where no mapping is
   bool through_windows_ = false;                   // the last vote's outcome
   const CollectiveArgs& args_;
   absl::Span<const std::byte> input_;

@@ -339,7 +339,8 @@ absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request) {
            a.args.root == request.args.root && a.args.count == request.args.count &&
            a.args.segment_bytes == request.args.segment_bytes && a.window_half_bytes == request.window_half_bytes &&
            a.window.whole_round_bytes == request.window.whole_round_bytes &&
-           a.window.stream_output_bytes == request.window.stream_output_bytes && a.stream_out == request.stream_out;
+           a.window.stream_output_bytes == request.window.stream_output_bytes && a.stream_out == request.stream_out &&
+           a.peers_map == request.peers_map;
   };
   for (size_t i = 0; i < kKept; ++i) {
     if (kept[i].valid && same(kept[i].request)) return &kept[i].plan;

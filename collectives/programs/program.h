@@ -100,7 +100,7 @@ struct Op {
   Region dst;                       // kReduce, kCopy, kDivide, kReadPeer, kWritePeer, kStep, kZero
   Region a;                         // kReduce, kCopy, kReadPeer, kWritePeer, kStep; kSync's payload
   Region b;                         // kReduce
-  bool stream = false;              // kCopy
+  bool stream = false;              // kCopy, kWritePeer: non-temporal stores
   uint32_t tag = 0;                 // kSync: checked alike on every rank
   bool publish = false;             // kSync
   Vote vote = Vote::kNone;          // kSync
@@ -131,11 +131,14 @@ struct PlanRequest {
   int rank = 0;
   int size = 1;
   // The shared-memory paths only: the window half's size, the thresholds,
-  // and whether this rank's output is its own and large (copied out around
-  // the cache; the peer all-reduce then votes for the windows).
+  // whether this rank's output is its own and large (written around the
+  // cache), and whether its input and output are memory the peers map
+  // (tensor/mappable_memory.h), which they write with streaming stores
+  // themselves; else a large output goes through the windows.
   size_t window_half_bytes = 0;
   WindowPlan window;
   bool stream_out = false;
+  bool peers_map = false;
 };
 
 // The plan of `request`: ring (all-reduce, reduce-scatter, all-gather), tree,

@@ -151,40 +151,57 @@ absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
 // reads or writes a slice of anyone's buffers, and it reads each piece
 // before it writes it.
 //
-// Where any rank has a large output of its own (it votes so at the first
-// Sync), the results go through the windows instead, in rounds: each rank
-// reduces its slice of the round into its window, and after a Sync every
-// rank copies every slice out, around the cache. A round needs one Sync: the
-// inputs stay published, and a half is refilled only after the next round's
-// Sync, when every peer has copied it.
+// Where the peers map this rank's buffers (peers_map), it reads the peers'
+// inputs where they lie; a large output of its own (stream_out) is then
+// summed a piece at a time in scratch and streamed into every output. Otherwise (a rank votes
+// so at the first Sync) the results go through the windows, in rounds: each
+// rank reduces its slice of the round into its window, and after a Sync
+// every rank copies every slice out, around the cache. A round needs one
+// Sync: the inputs stay published, and a half is refilled only after the
+// next round's Sync, when every peer has copied it.
 absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
   BRAID_RETURN_IF_ERROR(CheckWindow(r));
   const int n = r.size;
   const int me = r.rank;
   const size_t piece_elems = std::max<size_t>(1, kPeerPieceBytes / DTypeSize(r.args.dtype));
+  const size_t scratch_piece = std::min(piece_elems, r.args.count);
+  const bool stream_direct = r.stream_out && r.peers_map;
   using W = Op::When;
   // Reduces `slice` (of the whole vector) into `sum` (`slice` of `at`), a piece at a time.
   auto reduce = [&](std::vector<Op>& ops, const Range& slice, auto at, W when) {
     for (size_t done = 0; done < slice.length; done += piece_elems) {
       const Range piece{slice.begin + done, std::min(piece_elems, slice.length - done)};
-      const Region sum = at(Range{done, piece.length});
-      const Region theirs = Scratch(0, piece.length);
+      const Region out = at(Range{done, piece.length});
+      const Region sum = stream_direct ? Scratch(0, piece.length) : out;
       for (int k = 1; k < n; ++k) {
         const int peer = (me + k) % n;
+        const Region first = k == 1 ? In(piece) : sum;
+        if (r.peers_map) {  // read where it lies
+          ops.push_back(When(ReduceOp3(sum, first, PeerIn(peer, piece)), when));
+          continue;
+        }
+        const Region theirs = Scratch(0, piece.length);
         ops.push_back(When(Local(Op::Kind::kReadPeer, theirs, PeerIn(peer, piece)), when));
-        ops.push_back(When(ReduceOp3(sum, k == 1 ? In(piece) : sum, theirs), when));
+        ops.push_back(When(ReduceOp3(sum, first, theirs), when));
       }
       if (r.args.op == ReduceOp::kAvg) ops.push_back(When(DivideOp(sum), when));
       if (when == W::kIfThroughWindows) continue;
+      if (stream_direct) {
+        Op copy = CopyOp(out, sum);
+        copy.stream = true;
+        ops.push_back(When(std::move(copy), when));
+      }
       for (int k = 1; k < n; ++k) {
         const int peer = (me + k) % n;
-        ops.push_back(When(Local(Op::Kind::kWritePeer, PeerOut(peer, piece), sum), when));
+        Op write = Local(Op::Kind::kWritePeer, PeerOut(peer, piece), sum);
+        write.stream = stream_direct;
+        ops.push_back(When(std::move(write), when));
       }
     }
   };
   std::vector<Op> ops;
   Op publish = Publish();
-  publish.vote = r.stream_out ? Op::Vote::kThroughWindows : Op::Vote::kDirect;
+  publish.vote = r.stream_out && !r.peers_map ? Op::Vote::kThroughWindows : Op::Vote::kDirect;
   ops.push_back(publish);
   const Range mine = ChunkRange(r.args.count, n, me);
   reduce(ops, mine, [&](const Range& x) { return Out(Range{mine.begin + x.begin, x.length}); }, W::kIfDirect);
@@ -199,7 +216,7 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
   });
   // The inputs stay published until every rank has read its last slice.
   ops.push_back(Sync(2, 0, W::kIfThroughWindows));
-  return OneLane(std::move(ops), std::min(piece_elems, r.args.count));
+  return OneLane(std::move(ops), r.peers_map && !stream_direct ? 0 : scratch_piece);
 }
 
 Plan PeerReduceScatterPlan(const PlanRequest& r) {

@@ -94,10 +94,15 @@ class SharedWindows {
   virtual bool CanAccessPeers() const { return false; }
   // What `peer` published with the last Sync this rank completed.
   virtual PeerBuffers Published(int peer) const = 0;
+  // Where [at, at + bytes) of what `peer` published is mapped in this
+  // process, to be read or written in place; null where it is not (the
+  // peer's buffer is not mappable memory, or mapping it failed).
+  virtual std::byte* MappedPeer(int peer, const std::byte* at, size_t bytes) { return nullptr; }
   // Copies `into.size()` bytes at `from` in `peer`'s memory into `into`.
   virtual absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) = 0;
-  // Copies `from` to `to` in `peer`'s memory.
-  virtual absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) = 0;
+  // Copies `from` to `to` in `peer`'s memory; with non-temporal stores if
+  // `stream` and the copy is a plain one.
+  virtual absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to, bool stream = false) = 0;
 
  protected:
   size_t half_bytes_ = 0;

@@ -20,7 +20,9 @@
 #include "base/status.h"
 #include "catch2/catch.hpp"
 #include "collectives/communicator.h"
+#include "collectives/transport/shm/peer_mappings.h"
 #include "collectives/transport/shm/shm_transport.h"
+#include "tensor/mappable_memory.h"
 #include "tests/collectives/conformance.h"
 #include "tests/collectives/test_bootstrap.h"
 #include "tests/collectives/transport_factories.h"
@@ -229,6 +231,65 @@ TEST_CASE("Collectives: caller_thread runs a large collective on the caller's th
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ": " << statuses[r]);
     CHECK(statuses[r].ok());
+  }
+}
+
+// Peer access over buffers braid allocated: memfds the peers map and then
+// read and write in place (tensor/mappable_memory.h). Each all-reduce is
+// checked exactly (small integers in floats).
+absl::Status PeerAccessAllReduce(Communicator& comm, Tensor in, Tensor out, int round) {
+  const int n = comm.size();
+  const int64_t count = in.numel();
+  for (int64_t i = 0; i < count; ++i) in.data<float>()[i] = static_cast<float>(i % 1000 + comm.rank() + round);
+  CallOptions call;
+  call.algorithm = Algorithm::kPeerAccess;
+  BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm.AllReduce(in, out, ReduceOp::kSum, call));
+  BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(60))));
+  for (int64_t i = 0; i < count; ++i) {
+    const float expected = static_cast<float>(n * (i % 1000 + round) + n * (n - 1) / 2);
+    if (out.data<float>()[i] != expected) {
+      return absl::InternalError(absl::StrCat("round ", round, ": element ", i, " = ", out.data<float>()[i],
+                                              ", expected ", expected));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST_CASE("Collectives: peer access works in the peers' mapped buffers, through frees and reuse", "[collectives]") {
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    auto statuses = RunRanks(n, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+      BRAID_ASSIGN_OR_RETURN(auto comm, ShmCommunicator(context));
+      auto empty = [](int64_t count) { return Tensor::Empty({count}, DType::kF32); };
+      const int64_t mib = (int64_t{1} << 20) / 4;
+      int round = 0;
+      // In place, then out of place (streamed into every output).
+      BRAID_ASSIGN_OR_RETURN(Tensor a, empty(mib + 5));
+      BRAID_ASSIGN_OR_RETURN(Tensor b, empty(mib + 5));
+      if (!FindMappable(a.data(), a.nbytes()).has_value()) return absl::InternalError("1 MiB is not mappable");
+      BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, a, a, round++));
+      BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, a, b, round++));
+      // One rank's input is its own memory, not mappable: copied across.
+      std::vector<float> own(static_cast<size_t>(mib + 5));
+      Tensor view = Tensor::View(own.data(), {mib + 5}, DType::kF32);
+      BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, context.rank() == 1 ? view : a, b, round++));
+      // More live buffers than a peer keeps mapped, then freed and their
+      // addresses reused by new ones.
+      std::vector<Tensor> live;
+      for (size_t i = 0; i < shm_internal::PeerMappings::kPerPeer + 8; ++i) {
+        BRAID_ASSIGN_OR_RETURN(Tensor t, empty(mib));
+        BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, t, t, round++));
+        live.push_back(t);
+      }
+      live.clear();
+      for (int i = 0; i < 8; ++i) {
+        BRAID_ASSIGN_OR_RETURN(Tensor t, empty(mib + 1024 * i));
+        BRAID_ASSIGN_OR_RETURN(Tensor u, empty(mib + 1024 * i));
+        BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, t, u, round++));
+      }
+      return absl::OkStatus();
+    });
+    REQUIRE_ALL_OK(statuses);
   }
 }
 

@@ -84,8 +84,8 @@ TEST_CASE("Selector: on the caller's 4 KiB pages, auto takes the window where it
           "[selection]") {
   const Selector peers(Caps(kUntuned, 2, true, true));
   const size_t big = size_t{16} << 20;  // float elements: 64 MiB
-  auto pick = [&](Algorithm requested, bool huge_pages) {
-    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested, huge_pages);
+  auto pick = [&](Algorithm requested, bool peer_fast) {
+    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested, peer_fast);
     REQUIRE(picked.ok());
     return *picked;
   };

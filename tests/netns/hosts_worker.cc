@@ -248,7 +248,7 @@ class Checks {
     for (int64_t count : counts) {
       absl::StatusOr<Tensor> t = Tensor::Empty({count}, DType::kF32);
       absl::StatusOr<Algorithm> algorithm =
-          t.ok() ? comm_.AlgorithmFor(CollectiveKind::kAllReduce, count, DType::kF32, t->storage()->huge_pages())
+          t.ok() ? comm_.AlgorithmFor(CollectiveKind::kAllReduce, count, DType::kF32, t->storage()->peer_fast())
                  : t.status();
       absl::StrAppend(&out, out.empty() ? "" : ", ", count * 4, " B ",
                       algorithm.ok() ? AlgorithmName(*algorithm) : algorithm.status().ToString());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "tensor/mappable_memory.h"
 
 namespace braid {
 namespace {
@@ -193,6 +194,56 @@ TEST_CASE("Device: BRAID_REQUIRE_GPU=1 turns \"no GPU\" into an abort naming why
   INFO(text);
   CHECK(WIFSIGNALED(status));
   CHECK(text.find("BRAID_REQUIRE_GPU=1, but ") != std::string::npos);
+}
+
+TEST_CASE("Storage: buffers from 1 MiB are memfds listed for the peers to map", "[tensor]") {
+  absl::StatusOr<Tensor> small = Tensor::Empty({1024}, DType::kF32);
+  absl::StatusOr<Tensor> big = Tensor::Empty({(int64_t{1} << 18) + 3}, DType::kF32);
+  REQUIRE(small.ok());
+  REQUIRE(big.ok());
+  CHECK_FALSE(small->storage()->mappable());
+  CHECK_FALSE(FindMappable(small->data(), small->nbytes()).has_value());
+  REQUIRE(big->storage()->mappable());
+  CHECK(big->storage()->peer_fast());
+  const auto* bytes = static_cast<const std::byte*>(big->data());
+  std::optional<MappableRegion> whole = FindMappable(bytes, big->nbytes());
+  REQUIRE(whole.has_value());
+  CHECK(whole->base == bytes);
+  CHECK(whole->length % 4096 == 0);
+  CHECK(whole->length >= big->nbytes());
+  CHECK(whole->fd >= 0);
+  std::optional<MappableRegion> inside = FindMappable(bytes + 4096, 8);
+  REQUIRE(inside.has_value());
+  CHECK(inside->id == whole->id);
+  CHECK_FALSE(FindMappable(bytes + whole->length - 4, 8).has_value());  // runs past its end
+  absl::StatusOr<Tensor> other = Tensor::Empty({int64_t{1} << 18}, DType::kF32);
+  REQUIRE(other.ok());
+  std::optional<MappableRegion> second = FindMappable(other->data(), other->nbytes());
+  REQUIRE(second.has_value());
+  CHECK(second->id != whole->id);
+  *big = Tensor();  // the last reference: unmapped and unlisted
+  CHECK_FALSE(FindMappable(bytes, 8).has_value());
+}
+
+TEST_CASE("Storage: a forked child writes its own copy of a mappable buffer, not the parent's", "[tensor]") {
+  absl::StatusOr<Tensor> big = Tensor::Zeros({int64_t{1} << 18}, DType::kF32);
+  REQUIRE(big.ok());
+  REQUIRE(FindMappable(big->data(), big->nbytes()).has_value());
+  float* values = big->data<float>();
+  values[7] = 1.0f;
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const bool copied = values[7] == 1.0f && !FindMappable(big->data(), 8).has_value();
+    values[7] = 2.0f;
+    _exit(copied ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(values[7] == 1.0f);
+  CHECK(FindMappable(big->data(), 8).has_value());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/transport/frame.h"
+#include "collectives/transport/shm/peer_mappings.h"
 #include "collectives/transport/transport.h"
 
 namespace braid::shm_internal {
@@ -45,6 +46,7 @@ struct Segment {
   SyncSlot sync_slots[2];                              // Sync s in sync_slots[s % 2]
   uint64_t published_input[2];                         // Sync s's PeerBuffers, likewise
   uint64_t published_output[2];
+  MappedBuffer published_maps[2][2];                   // likewise: [s % 2][input, output], where mappable
   uint64_t probe_address;                              // set-up: where the owner's probe value lies
   uint64_t probe_value;                                // and what it holds
   uint64_t probe_echoes_address;                       // where peer p writes it back, at index p

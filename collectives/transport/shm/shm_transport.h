@@ -94,6 +94,8 @@ class ShmTransport final : public StreamTransport {
   shm_internal::Channel* ChannelOf(int sender, int receiver) const;
   std::byte* RingOf(int sender, int receiver) const;
   pid_t PidOf(int peer) const { return pids_[static_cast<size_t>(peer)]; }
+  // The peer's pidfd, or -1 where pidfd_open is unavailable.
+  int PidfdOf(int peer) const { return pidfds_[static_cast<size_t>(peer)].get(); }
   bool closed() const { return closed_; }
   // Copies up to data.size() bytes from `peer`'s ring; consumes them if `consume`.
   absl::StatusOr<size_t> CopyOut(int peer, absl::Span<std::byte> data, bool consume);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -15,6 +16,8 @@
 #include "collectives/transport/shm/ring.h"
 #include "collectives/transport/shm/segment.h"
 #include "collectives/transport/shm/shm_transport.h"
+#include "tensor/mappable_memory.h"
+#include "tensor/reduce.h"
 
 namespace braid {
 
@@ -22,7 +25,9 @@ using shm_internal::Segment;
 using shm_internal::SyncsEntered;
 
 ShmWindows::ShmWindows(ShmTransport& transport, size_t half_bytes, std::vector<std::byte*> halves[2])
-    : transport_(transport) {
+    : transport_(transport),
+      peer_maps_(static_cast<size_t>(transport.size())),
+      mappings_(transport.size()) {
   half_bytes_ = half_bytes;
   halves_[0] = std::move(halves[0]);
   halves_[1] = std::move(halves[1]);
@@ -62,6 +67,19 @@ const std::byte* ShmWindows::SyncPayload(int rank) const {
 
 namespace {
 
+// What peers need to map the mappable buffer at `data`, if it is one.
+shm_internal::MappedBuffer Mappable(const std::byte* data) {
+  shm_internal::MappedBuffer buffer;
+  if (data == nullptr) return buffer;
+  std::optional<MappableRegion> region = FindMappable(data, 1);
+  if (!region.has_value()) return buffer;
+  buffer.base = reinterpret_cast<uint64_t>(region->base);
+  buffer.length = region->length;
+  buffer.id = region->id;
+  buffer.fd = region->fd;
+  return buffer;
+}
+
 // One cross-memory copy, resumed after partial transfers. `Copy` moves what
 // it can between `local` and `remote` and returns the bytes moved, or -1.
 template <typename Copy>
@@ -92,7 +110,20 @@ absl::Status ShmWindows::PeerCopyFailed(int peer, const char* call, size_t bytes
                                          transport_.PeerName(peer)));
 }
 
+std::byte* ShmWindows::MappedPeer(int peer, const std::byte* at, size_t bytes) {
+  for (const shm_internal::MappedBuffer& buffer : peer_maps_[static_cast<size_t>(peer)]) {
+    const auto address = reinterpret_cast<uint64_t>(at);
+    if (address < buffer.base || address + bytes > buffer.base + buffer.length) continue;
+    return mappings_.Resolve(peer, transport_.PidfdOf(peer), buffer, address, bytes);
+  }
+  return nullptr;
+}
+
 absl::Status ShmWindows::ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) {
+  if (const std::byte* mapped = MappedPeer(peer, from, into.size())) {
+    std::memcpy(into.data(), mapped, into.size());
+    return absl::OkStatus();
+  }
   const pid_t pid = transport_.PidOf(peer);
   if (CopyAcross(into.data(), const_cast<std::byte*>(from), into.size(), [pid](iovec* here, iovec* there) {
         return process_vm_readv(pid, here, 1, there, 1, 0);
@@ -102,7 +133,15 @@ absl::Status ShmWindows::ReadPeer(int peer, const std::byte* from, absl::Span<st
   return absl::OkStatus();
 }
 
-absl::Status ShmWindows::WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) {
+absl::Status ShmWindows::WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to, bool stream) {
+  if (std::byte* mapped = MappedPeer(peer, to, from.size())) {
+    if (stream) {
+      HostStreamCopy(absl::MakeSpan(mapped, from.size()), from);
+    } else {
+      std::memcpy(mapped, from.data(), from.size());
+    }
+    return absl::OkStatus();
+  }
   const pid_t pid = transport_.PidOf(peer);
   if (CopyAcross(const_cast<std::byte*>(from.data()), to, from.size(), [pid](iovec* here, iovec* there) {
         return process_vm_writev(pid, here, 1, there, 1, 0);
@@ -146,6 +185,14 @@ absl::Status ShmWindows::ProbePeerAccess(Bootstrap& bootstrap, Deadline deadline
   return absl::OkStatus();
 }
 
+void ShmWindows::KeepPeerMaps(uint64_t sync) {
+  for (int peer = 0; peer < transport_.size(); ++peer) {
+    std::array<shm_internal::MappedBuffer, 2>& theirs = peer_maps_[static_cast<size_t>(peer)];
+    theirs[0] = transport_.SegmentOf(peer)->published_maps[sync % 2][0];
+    theirs[1] = transport_.SegmentOf(peer)->published_maps[sync % 2][1];
+  }
+}
+
 absl::Status ShmWindows::Sync(const FrameHeader& header, Deadline deadline, PeerBuffers published,
                               absl::Span<const std::byte> payload) {
   const int me = transport_.rank();
@@ -166,6 +213,11 @@ absl::Status ShmWindows::Sync(const FrameHeader& header, Deadline deadline, Peer
   if (!payload.empty()) std::memcpy(slot.payload, payload.data(), payload.size());
   mine->published_input[sync % 2] = reinterpret_cast<uint64_t>(published.input);
   mine->published_output[sync % 2] = reinterpret_cast<uint64_t>(published.output);
+  const bool publishing = published.input != nullptr || published.output != nullptr;
+  if (publishing) {
+    mine->published_maps[sync % 2][0] = Mappable(published.input);
+    mine->published_maps[sync % 2][1] = Mappable(published.output);
+  }
   slot.entered.store(sync, std::memory_order_release);
   absl::InlinedVector<int, 16> waiting;
   for (int peer = 0; peer < n; ++peer) {
@@ -196,6 +248,7 @@ absl::Status ShmWindows::Sync(const FrameHeader& header, Deadline deadline, Peer
       for (int peer = 0; peer < n; ++peer) {
         if (peer != me) shm_internal::WakeIfSleeping(transport_.SegmentOf(peer));
       }
+      if (publishing) KeepPeerMaps(sync);  // every rank publishes at the same Syncs
       return absl::OkStatus();
     }
     if (spin.Idle()) continue;

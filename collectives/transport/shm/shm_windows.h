@@ -2,7 +2,8 @@
 // lie in its segment after the rings; Sync is a barrier of flags in the
 // segments (each rank posts its arrival, the collective's header and a
 // small payload in one cache line, and the last to arrive rings the
-// others' doorbells); ReadPeer and WritePeer are cross-memory copies
+// others' doorbells); ReadPeer and WritePeer are plain copies where the
+// peer's buffer is mappable memory (PeerMappings), else cross-memory copies
 // (process_vm_readv/writev), allowed only where the set-up probe found them
 // working between every pair.
 //
@@ -13,12 +14,14 @@
 #define BRAID_COLLECTIVES_TRANSPORT_SHM_SHM_WINDOWS_H_
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "collectives/transport/bootstrap.h"
+#include "collectives/transport/shm/peer_mappings.h"
 #include "collectives/transport/transport.h"
 
 namespace braid {
@@ -37,8 +40,9 @@ class ShmWindows final : public SharedWindows {
   const std::byte* SyncPayload(int rank) const override;
   bool CanAccessPeers() const override { return can_access_peers_; }
   PeerBuffers Published(int peer) const override;
+  std::byte* MappedPeer(int peer, const std::byte* at, size_t bytes) override;
   absl::Status ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) override;
-  absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to) override;
+  absl::Status WritePeer(int peer, absl::Span<const std::byte> from, std::byte* to, bool stream = false) override;
 
   // Probes cross-memory attach, reads and writes, between every pair
   // (collective, even on a rank that does not want it: its "no" is part of
@@ -53,11 +57,17 @@ class ShmWindows final : public SharedWindows {
   // sent this rank a collective's frame without entering that Sync (so it
   // runs something else than `header`).
   absl::Status CheckSyncPeer(int peer, const FrameHeader& header, uint64_t sync);
+  // What the peers published of their mappable buffers with Sync `sync`.
+  void KeepPeerMaps(uint64_t sync);
   // The error for a failed cross-memory `call` with `peer` (errno set).
   absl::Status PeerCopyFailed(int peer, const char* call, size_t bytes) const;
 
   ShmTransport& transport_;
   uint64_t synced_ = 0;
+  // What each peer published of its mappable buffers with the last
+  // publishing Sync ([input, output]), and this rank's mappings of them.
+  std::vector<std::array<shm_internal::MappedBuffer, 2>> peer_maps_;
+  shm_internal::PeerMappings mappings_;
   bool can_access_peers_ = false;
   // Set-up: every peer reads probe_ and writes it back into its slot of
   // probe_echoes_: can it reach this process's memory both ways?
