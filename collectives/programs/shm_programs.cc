@@ -231,13 +231,18 @@ Plan PeerReduceScatterPlan(const PlanRequest& r) {
     const Range theirs{offset + at, piece.length};
     for (int k = 1; k < n; ++k) {
       const int peer = (me + k) % n;
+      const Region first = k == 1 ? In(theirs) : Out(piece);
+      if (r.peers_map) {  // read where it lies
+        ops.push_back(ReduceOp3(Out(piece), first, PeerIn(peer, theirs)));
+        continue;
+      }
       ops.push_back(Local(Op::Kind::kReadPeer, Scratch(0, piece.length), PeerIn(peer, theirs)));
-      ops.push_back(ReduceOp3(Out(piece), k == 1 ? In(theirs) : Out(piece), Scratch(0, piece.length)));
+      ops.push_back(ReduceOp3(Out(piece), first, Scratch(0, piece.length)));
     }
     if (r.args.op == ReduceOp::kAvg) ops.push_back(DivideOp(Out(piece)));
   }
   ops.push_back(Sync(1, 0));
-  return OneLane(std::move(ops), std::min(piece_elems, count));
+  return OneLane(std::move(ops), r.peers_map ? 0 : std::min(piece_elems, count));
 }
 
 Plan PeerAllGatherPlan(const PlanRequest& r) {

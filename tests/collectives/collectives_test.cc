@@ -282,6 +282,21 @@ TEST_CASE("Collectives: peer access works in the peers' mapped buffers, through 
         live.push_back(t);
       }
       live.clear();
+      // Reduce-scatter: each rank's block read where it lies in the peers' inputs.
+      BRAID_ASSIGN_OR_RETURN(Tensor whole, empty(mib * n));
+      BRAID_ASSIGN_OR_RETURN(Tensor block, empty(mib));
+      for (int64_t i = 0; i < mib * n; ++i) whole.data<float>()[i] = static_cast<float>(i % 1000 + context.rank());
+      CallOptions call;
+      call.algorithm = Algorithm::kPeerAccess;
+      BRAID_ASSIGN_OR_RETURN(WorkHandle scattered, comm->ReduceScatter(whole, block, ReduceOp::kSum, call));
+      BRAID_RETURN_IF_ERROR(scattered->Wait(context.deadline()));
+      for (int64_t i = 0; i < mib; ++i) {
+        const int64_t at = context.rank() * mib + i;
+        const float expected = static_cast<float>(n * (at % 1000) + n * (n - 1) / 2);
+        if (block.data<float>()[i] != expected) {
+          return absl::InternalError(absl::StrCat("reduce-scatter element ", i, " = ", block.data<float>()[i]));
+        }
+      }
       for (int i = 0; i < 8; ++i) {
         BRAID_ASSIGN_OR_RETURN(Tensor t, empty(mib + 1024 * i));
         BRAID_ASSIGN_OR_RETURN(Tensor u, empty(mib + 1024 * i));
