@@ -74,8 +74,9 @@ absl::Status Bench::AllocateBuffers(const std::vector<size_t>& counts) {
   }
   const int64_t n = static_cast<int64_t>(max_count);
   // Zeroed: the first touch now, since fresh pages cost ~10 us each, which no timed call should pay.
-  BRAID_ASSIGN_OR_RETURN(input_, Tensor::Zeros({n}, dtype, device_));
-  BRAID_ASSIGN_OR_RETURN(output_, Tensor::Zeros({n}, dtype, device_));
+  // Mappable, as the reducer's buckets: the peers on this host read and write them in place.
+  BRAID_ASSIGN_OR_RETURN(input_, Tensor::Zeros({n}, dtype, device_, HostMemory::kMappable));
+  BRAID_ASSIGN_OR_RETURN(output_, Tensor::Zeros({n}, dtype, device_, HostMemory::kMappable));
   host_input_ = input_;
   host_output_ = output_;
   if (device_.is_cuda() && options_.common.check) {

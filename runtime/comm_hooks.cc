@@ -38,7 +38,8 @@ class CompressHook : public CommHook {
       MutexLock lock(&mu_);
       Tensor& slot = compressed_[bucket.index];
       if (!slot.defined() || slot.numel() != n) {
-        BRAID_ASSIGN_OR_RETURN(slot, Tensor::Empty({n}, DTypeOf<Narrow>(), bucket.buffer.device()));
+        BRAID_ASSIGN_OR_RETURN(slot,
+                               Tensor::Empty({n}, DTypeOf<Narrow>(), bucket.buffer.device(), HostMemory::kMappable));
       }
       compressed = slot;
     }

@@ -180,7 +180,8 @@ absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignme
     int64_t total = 0;
     for (int v : assignment[b]) total += vars_[static_cast<size_t>(v)].grad.numel();
     // Zeros: the first touch of the memory happens here, not in backward.
-    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device()));
+    // Mappable: the peers on this host read and write it in place (shm).
+    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device(), HostMemory::kMappable));
     buckets[b].grad = GradBucket{static_cast<int>(b), flat, assignment[b], size_};
     buckets[b].grad.last = b + 1 == assignment.size();
     BRAID_ASSIGN_OR_RETURN(buckets[b].comm, CommForDevice(first.device()));

@@ -24,9 +24,6 @@ constexpr size_t kCpuAlignment = 64;
 // 2 MiB is then read by peer access too (at most twice the memory asked).
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kHugePagesFrom = size_t{1} << 20;
-// From here host buffers are memfds the peers map (tensor/mappable_memory.h):
-// peer access then reads and writes them directly, with no kernel copy.
-constexpr size_t kMappableFrom = kHugePagesFrom;
 
 #ifdef BRAID_WITH_CUDA
 absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
@@ -37,7 +34,7 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device device) {
+absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device device, HostMemory memory) {
   if (device.is_cuda()) {
 #ifdef BRAID_WITH_CUDA
     void* data = nullptr;
@@ -53,7 +50,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t nbytes, Device
 #endif
   }
   void* data = nullptr;
-  if (nbytes >= kMappableFrom) {
+  if (memory == HostMemory::kMappable && nbytes > 0) {
     absl::StatusOr<std::byte*> mappable = AllocateMappable(nbytes);
     if (mappable.ok()) return std::shared_ptr<Storage>(new Storage(*mappable, nbytes, device, true, false, true));
   }
@@ -141,10 +138,10 @@ absl::Status CheckShape(const Shape& shape) {
 
 }  // namespace
 
-absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, Device device) {
+absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, Device device, HostMemory memory) {
   BRAID_RETURN_IF_ERROR(CheckShape(shape));
   const size_t nbytes = static_cast<size_t>(ShapeNumel(shape)) * DTypeSize(dtype);
-  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::Allocate(nbytes, device));
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::Allocate(nbytes, device, memory));
   return Tensor(std::move(storage), 0, shape, ContiguousStrides(shape), dtype);
 }
 
@@ -155,8 +152,8 @@ absl::StatusOr<Tensor> Tensor::EmptyPinned(const Shape& shape, DType dtype) {
   return Tensor(std::move(storage), 0, shape, ContiguousStrides(shape), dtype);
 }
 
-absl::StatusOr<Tensor> Tensor::Zeros(const Shape& shape, DType dtype, Device device) {
-  BRAID_ASSIGN_OR_RETURN(Tensor tensor, Empty(shape, dtype, device));
+absl::StatusOr<Tensor> Tensor::Zeros(const Shape& shape, DType dtype, Device device, HostMemory memory) {
+  BRAID_ASSIGN_OR_RETURN(Tensor tensor, Empty(shape, dtype, device, memory));
   if (tensor.nbytes() == 0) return tensor;
   if (device.is_cuda()) {
 #ifdef BRAID_WITH_CUDA

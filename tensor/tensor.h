@@ -33,10 +33,21 @@ namespace braid {
 
 using Shape = std::vector<int64_t>;
 
+// Where braid's host memory comes from: the process's own (huge pages from
+// 1 MiB), or a memfd that the job's other processes on this host map
+// (tensor/mappable_memory.h), so that collectives over shm read and write it
+// in place: for buffers that collectives move, such as gradient buckets.
+// Mappable memory has 4 KiB pages where the kernel gives shared memory no
+// huge pages (shmem_enabled "never"), so it is not for compute buffers.
+// Device memory ignores it.
+enum class HostMemory { kPrivate, kMappable };
+
 // Bytes behind a tensor. Owning storage frees its memory on destruction.
 class Storage {
  public:
-  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t nbytes, Device device);
+  // kMappable falls back to private memory where no memfd can be had.
+  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t nbytes, Device device,
+                                                           HostMemory memory = HostMemory::kPrivate);
   // Page-locked host memory (cudaHostAlloc, portable to every GPU; freed with
   // cudaFreeHost): CUDA copies to and from it at full speed and without an
   // extra bounce. kFailedPrecondition without --config=cuda; kInternal naming
@@ -52,10 +63,9 @@ class Storage {
   Device device() const { return device_; }
   bool owning() const { return owning_; }
   bool pinned() const { return pinned_; }
-  // Host memory braid allocated from 1 MiB up, which peer access reaches
-  // fast: a memfd the peers map (tensor/mappable_memory.h), or, where none
-  // could be made, private memory on 2 MiB boundaries advised as huge pages
-  // (process_vm_readv pins a huge page at a time, not 4 KiB).
+  // Host memory braid allocated that peer access reaches fast: mappable
+  // memory, or private memory from 1 MiB up, on 2 MiB boundaries advised as
+  // huge pages (process_vm_readv pins a huge page at a time, not 4 KiB).
   bool peer_fast() const;
   // Memory of a memfd the peers may map (AllocateMappable).
   bool mappable() const { return mappable_; }
@@ -78,12 +88,14 @@ class Tensor {
 
   // A new contiguous tensor; contents uninitialized. Fails for negative
   // dimensions, a CUDA device without CUDA, or when memory runs out.
-  static absl::StatusOr<Tensor> Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  static absl::StatusOr<Tensor> Empty(const Shape& shape, DType dtype, Device device = Device::Cpu(),
+                                      HostMemory memory = HostMemory::kPrivate);
   // As Empty on the CPU, in pinned host memory (Storage::AllocatePinned), as
   // torch's pin_memory: the staging buffer for copies to and from CUDA tensors.
   static absl::StatusOr<Tensor> EmptyPinned(const Shape& shape, DType dtype);
   // As Empty, filled with zeros.
-  static absl::StatusOr<Tensor> Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  static absl::StatusOr<Tensor> Zeros(const Shape& shape, DType dtype, Device device = Device::Cpu(),
+                                      HostMemory memory = HostMemory::kPrivate);
   // A contiguous view over caller memory; braid never frees it. `data` may
   // be null only when the shape has no elements. Negative dimensions are a
   // programmer error (checked).

@@ -196,13 +196,15 @@ TEST_CASE("Device: BRAID_REQUIRE_GPU=1 turns \"no GPU\" into an abort naming why
   CHECK(text.find("BRAID_REQUIRE_GPU=1, but ") != std::string::npos);
 }
 
-TEST_CASE("Storage: buffers from 1 MiB are memfds listed for the peers to map", "[tensor]") {
-  absl::StatusOr<Tensor> small = Tensor::Empty({1024}, DType::kF32);
-  absl::StatusOr<Tensor> big = Tensor::Empty({(int64_t{1} << 18) + 3}, DType::kF32);
-  REQUIRE(small.ok());
+TEST_CASE("Storage: mappable buffers are memfds listed for the peers to map", "[tensor]") {
+  absl::StatusOr<Tensor> own = Tensor::Empty({(int64_t{1} << 18) + 3}, DType::kF32);
+  absl::StatusOr<Tensor> big =
+      Tensor::Empty({(int64_t{1} << 18) + 3}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
+  REQUIRE(own.ok());
   REQUIRE(big.ok());
-  CHECK_FALSE(small->storage()->mappable());
-  CHECK_FALSE(FindMappable(small->data(), small->nbytes()).has_value());
+  CHECK_FALSE(own->storage()->mappable());
+  CHECK(own->storage()->peer_fast());  // huge pages
+  CHECK_FALSE(FindMappable(own->data(), own->nbytes()).has_value());
   REQUIRE(big->storage()->mappable());
   CHECK(big->storage()->peer_fast());
   const auto* bytes = static_cast<const std::byte*>(big->data());
@@ -216,7 +218,7 @@ TEST_CASE("Storage: buffers from 1 MiB are memfds listed for the peers to map", 
   REQUIRE(inside.has_value());
   CHECK(inside->id == whole->id);
   CHECK_FALSE(FindMappable(bytes + whole->length - 4, 8).has_value());  // runs past its end
-  absl::StatusOr<Tensor> other = Tensor::Empty({int64_t{1} << 18}, DType::kF32);
+  absl::StatusOr<Tensor> other = Tensor::Empty({16}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
   REQUIRE(other.ok());
   std::optional<MappableRegion> second = FindMappable(other->data(), other->nbytes());
   REQUIRE(second.has_value());
@@ -226,7 +228,7 @@ TEST_CASE("Storage: buffers from 1 MiB are memfds listed for the peers to map", 
 }
 
 TEST_CASE("Storage: a forked child writes its own copy of a mappable buffer, not the parent's", "[tensor]") {
-  absl::StatusOr<Tensor> big = Tensor::Zeros({int64_t{1} << 18}, DType::kF32);
+  absl::StatusOr<Tensor> big = Tensor::Zeros({int64_t{1} << 18}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
   REQUIRE(big.ok());
   REQUIRE(FindMappable(big->data(), big->nbytes()).has_value());
   float* values = big->data<float>();
