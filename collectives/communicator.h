@@ -128,6 +128,10 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const char* transport_name() const { return transport_name_.c_str(); }
+  // Whether its ranks reach each other's memory (shm's peer access): then
+  // collectives over HostMemory::kMappable buffers read and write the
+  // peers' buffers in place.
+  bool peers_reachable() const { return selector_.caps().peer_access; }
 
   // output = op over every rank's input (numel equal). input may be output.
   absl::StatusOr<WorkHandle> AllReduce(const Tensor& input, const Tensor& output, ReduceOp op,

@@ -179,12 +179,15 @@ absl::Status Reducer::BuildBuckets(const std::vector<std::vector<int>>& assignme
     const Tensor& first = vars_[static_cast<size_t>(assignment[b].front())].grad;
     int64_t total = 0;
     for (int v : assignment[b]) total += vars_[static_cast<size_t>(v)].grad.numel();
+    BRAID_ASSIGN_OR_RETURN(buckets[b].comm, CommForDevice(first.device()));
+    // Mappable where the peers reach it (shm): they read and write it in
+    // place. Else private memory, whose huge pages backward writes faster.
+    const HostMemory memory =
+        buckets[b].comm->size() > 1 && buckets[b].comm->peers_reachable() ? HostMemory::kMappable : HostMemory::kPrivate;
     // Zeros: the first touch of the memory happens here, not in backward.
-    // Mappable: the peers on this host read and write it in place (shm).
-    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device(), HostMemory::kMappable));
+    BRAID_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, first.dtype(), first.device(), memory));
     buckets[b].grad = GradBucket{static_cast<int>(b), flat, assignment[b], size_};
     buckets[b].grad.last = b + 1 == assignment.size();
-    BRAID_ASSIGN_OR_RETURN(buckets[b].comm, CommForDevice(first.device()));
     if (buckets[b].comm->on_streams()) {
       buckets[b].grad.stream = options_.compute_stream != nullptr ? options_.compute_stream
                                                                   : &buckets[b].comm->device_runtime()->DefaultStream();
