@@ -31,12 +31,23 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerE
   return group;
 }
 
+namespace {
+
+// Why rank 0's store port may be taken, for the error.
+const char* StorePortHint(const WorkerEnv& env) {
+  return env.agent_holds_master_port
+             ? " (MASTER_PORT + 1, as torchrun's agent holds MASTER_PORT; is another job using it?)"
+             : " (MASTER_PORT; is another job or a PyTorch store using it?)";
+}
+
+}  // namespace
+
 absl::Status ProcessGroup::HostStore(const JobSecret& secret, absl::string_view hint) {
   StoreServerOptions server_options;
   server_options.secret = secret;
-  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.master_port, server_options);
+  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("", env_.StorePort(), server_options);
   if (!server.ok()) {
-    return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.master_port, hint));
+    return Annotate(server.status(), absl::StrCat("hosting the store on port ", env_.StorePort(), hint));
   }
   server_ = std::move(*server);
   return absl::OkStatus();
@@ -81,9 +92,9 @@ absl::Status ProcessGroup::SetUp(ProcessGroupOptions options) {
   } else if (!env_.store_addr.empty()) {
     BRAID_ASSIGN_OR_RETURN(store_address, ParseHostPort(env_.store_addr, 0));
   } else {
-    store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.master_port};
+    store_address = HostPort{env_.master_addr.empty() ? "127.0.0.1" : env_.master_addr, env_.StorePort()};
     if (env_.rank == 0) {
-      BRAID_RETURN_IF_ERROR(HostStore(secret, " (MASTER_PORT; is another job or a PyTorch store using it?)"));
+      BRAID_RETURN_IF_ERROR(HostStore(secret, StorePortHint(env_)));
       store_address.port = server_->port();
     }
   }

@@ -1,6 +1,7 @@
 #include "runtime/worker_env.h"
 
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,11 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv() {
   BRAID_ASSIGN_OR_RETURN(int port, IntVariable(launch_env::kMasterPort, false, 0));
   if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", port, " is not a port"));
   env.master_port = static_cast<uint16_t>(port);
+  const char* agent_store = std::getenv(launch_env::kUseAgentStore);
+  env.agent_holds_master_port = agent_store != nullptr && std::string_view(agent_store) == "True" && port != 0;
+  if (env.agent_holds_master_port && port == 65535) {
+    return absl::InvalidArgumentError("MASTER_PORT=65535 under torchrun leaves braid's store no port above it");
+  }
   // Under mpirun the group bootstraps over MPI instead (runtime/process_group.h).
   if (env.store_addr.empty() && env.world_size > 1 && !env.under_mpirun &&
       (env.master_addr.empty() || env.master_port == 0)) {

@@ -31,6 +31,12 @@ struct WorkerEnv {
   int group_rank = 0;         // node rank
   std::string master_addr;    // where rank 0 hosts the store (when no BRAID_STORE_ADDR)
   uint16_t master_port = 0;
+  // torchrun 2.x's agent holds MASTER_PORT with torch's own store
+  // (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 hosts braid's store on
+  // MASTER_PORT + 1 instead (StorePort).
+  bool agent_holds_master_port = false;
+
+  uint16_t StorePort() const { return static_cast<uint16_t>(agent_holds_master_port ? master_port + 1 : master_port); }
   std::string store_addr;     // BRAID_STORE_ADDR "host:port", or empty
   std::string store_prefix;   // BRAID_STORE_PREFIX, or empty
   bool under_mpirun = false;  // the contract came from Open MPI's variables

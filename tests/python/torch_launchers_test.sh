@@ -39,6 +39,15 @@ else
      ! "$python" tests/python/torch_ddp_compare.py "$dir/torchrun-gloo.pt" "$dir/torchrun-braid.pt" 1e-4; then
     echo "FAIL: DDP under torchrun: braid's parameters differ from gloo's"; failed=1
   fi
+  # A C++ worker under torchrun: its agent holds MASTER_PORT with torch's
+  # store (TORCHELASTIC_USE_AGENT_STORE=True), so braid's goes one above.
+  out=$($torchrun --standalone --nproc-per-node=2 examples/train_mlp --check 2>&1)
+  rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -q "check: PASSED" <<<"$out"; then
+    echo "FAIL: train_mlp --check under torchrun: exit $rc"; echo "$out"; failed=1
+  else
+    echo "ok: train_mlp --check under torchrun"
+  fi
 fi
 # One runtime: braid.init() and init_process_group("braid") on one braid group,
 # in either order, under braidrun (and torchrun above).

@@ -58,7 +58,8 @@ constexpr const char* kContractVariables[] = {
     "RANK",          "WORLD_SIZE",           "LOCAL_RANK",           "LOCAL_WORLD_SIZE",
     "GROUP_RANK",    "MASTER_ADDR",          "MASTER_PORT",          "BRAID_STORE_ADDR",
     "BRAID_STORE_PREFIX", "BRAID_TRANSPORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"};
+    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK",
+    "TORCHELASTIC_USE_AGENT_STORE"};
 
 // Clears the worker contract on construction and restores the test process's
 // own environment on destruction.
@@ -212,8 +213,17 @@ TEST_CASE("ReadWorkerEnv: torchrun's variables", "[runtime]") {
   CHECK(worker->group_rank == 1);
   CHECK(worker->master_addr == "10.0.0.1");
   CHECK(worker->master_port == 29500);
+  CHECK(worker->StorePort() == 29500);
   CHECK(worker->store_addr.empty());
   CHECK_FALSE(worker->under_mpirun);
+  // torchrun 2.x: its agent hosts torch's store on MASTER_PORT.
+  env.Set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  worker = ReadWorkerEnv();
+  REQUIRE(worker.ok());
+  CHECK(worker->master_port == 29500);
+  CHECK(worker->StorePort() == 29501);
+  env.Set("MASTER_PORT", "65535");
+  CHECK(ReadWorkerEnv().status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("ReadWorkerEnv: RANK missing says how to start workers", "[runtime]") {
