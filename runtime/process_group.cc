@@ -21,6 +21,13 @@ constexpr char kDoneKey[] = "bootstrap/done";
 // Counts the ranks done with the CUDA communicator's bootstrap keys (CommFor).
 constexpr char kDeviceDoneKey[] = "bootstrap/cuda_done";
 
+// Why rank 0's store port may be taken, for the error.
+const char* StorePortHint(const WorkerEnv& env) {
+  return env.agent_holds_master_port
+             ? " (MASTER_PORT + 1, as torchrun's agent holds MASTER_PORT; is another job using it?)"
+             : " (MASTER_PORT; is another job or a PyTorch store using it?)";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerEnv& env, ProcessGroupOptions options) {
@@ -30,17 +37,6 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const WorkerE
   BRAID_RETURN_IF_ERROR(Annotate(group->SetUp(std::move(options)), absl::StrCat("rank ", env.rank, ": process group")));
   return group;
 }
-
-namespace {
-
-// Why rank 0's store port may be taken, for the error.
-const char* StorePortHint(const WorkerEnv& env) {
-  return env.agent_holds_master_port
-             ? " (MASTER_PORT + 1, as torchrun's agent holds MASTER_PORT; is another job using it?)"
-             : " (MASTER_PORT; is another job or a PyTorch store using it?)";
-}
-
-}  // namespace
 
 absl::Status ProcessGroup::HostStore(const JobSecret& secret, absl::string_view hint) {
   StoreServerOptions server_options;
