@@ -279,8 +279,12 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& h
   const auto [kind, count] = KindAndCount(options_.collective, step.counts, comm_.size());
   CallOptions call;
   call.algorithm = algorithm;
-  const bool peer_fast = step.in.storage()->peer_fast() && step.out.storage()->peer_fast();
-  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, peer_fast, call));
+  const Storage& in = *step.in.storage();
+  const Storage& out = *step.out.storage();
+  const PeerMemory memory = !in.peer_fast() || !out.peer_fast()  ? PeerMemory::kSlow
+                            : in.mappable() && out.mappable() ? PeerMemory::kMapped
+                                                              : PeerMemory::kFast;
+  BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, memory, call));
   row->algorithm_used = AlgorithmName(used);
   const bool in_place = HasInPlace();
 

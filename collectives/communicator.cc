@@ -18,13 +18,16 @@
 namespace braid {
 namespace {
 
-// Every buffer a collective reads or writes (either may be null) is braid's
-// memory that peer access reaches fast (the selector's `peer_fast`).
-bool PeerFast(const Tensor* in, const Tensor* out) {
+// How peer access reaches the buffers a collective reads and writes (either
+// may be null): the selector's `memory`.
+PeerMemory PeerMemoryOf(const Tensor* in, const Tensor* out) {
+  bool mapped = true;
   for (const Tensor* t : {in, out}) {
-    if (t != nullptr && t->defined() && !t->storage()->peer_fast()) return false;
+    if (t == nullptr || !t->defined()) continue;
+    if (!t->storage()->peer_fast()) return PeerMemory::kSlow;
+    mapped = mapped && t->storage()->mappable();
   }
-  return true;
+  return mapped ? PeerMemory::kMapped : PeerMemory::kFast;
 }
 
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
@@ -152,10 +155,10 @@ Algorithm Communicator::Resolve(Algorithm requested) const {
   return requested;
 }
 
-absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool peer_fast,
+absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, PeerMemory memory,
                                                      const CallOptions& call) const {
   absl::StatusOr<Algorithm> algorithm =
-      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), peer_fast);
+      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), memory);
   if (!algorithm.ok()) return Annotate(algorithm.status(), absl::StrCat("rank ", rank_));
   return algorithm;
 }
@@ -165,7 +168,7 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(request.kind), " on group '", name_,
                                                       "': this rank is not a member of it"));
   }
-  const bool peer_fast = PeerFast(request.in, request.out);
+  const PeerMemory memory = PeerMemoryOf(request.in, request.out);
   const Algorithm requested = Resolve(call.algorithm);
   Task task;
   if (device_ && request.kind != CollectiveKind::kSplit) {
@@ -180,10 +183,10 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
     }
     LastSelection& last = last_selection_;
     if (last.chosen == Algorithm::kAuto || last.kind != request.kind || last.count != request.count ||
-        last.dtype != request.dtype || last.requested != requested || last.peer_fast != peer_fast) {
+        last.dtype != request.dtype || last.requested != requested || last.memory != memory) {
       BRAID_ASSIGN_OR_RETURN(const Algorithm chosen,
-                             AlgorithmFor(request.kind, request.count, request.dtype, peer_fast, call));
-      last = {request.kind, request.count, request.dtype, requested, peer_fast, chosen};
+                             AlgorithmFor(request.kind, request.count, request.dtype, memory, call));
+      last = {request.kind, request.count, request.dtype, requested, memory, chosen};
     }
     const Algorithm algorithm = last.chosen;
     CollectiveArgs& args = task.args;

@@ -191,8 +191,8 @@ class Communicator {
 
   // What a `kind` collective of `count` elements of `dtype` would run under
   // `call` (count as CollectiveArgs has it): the selector's answer after the
-  // precedence above; peer_fast as Selector::Select has it. For tests and benchmarks.
-  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, bool peer_fast,
+  // precedence above; memory as Selector::Select has it. For tests and benchmarks.
+  absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, PeerMemory memory,
                                          const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
   bool has_native() const { return native_ != nullptr || (device_ && device_->link().has_native()); }
@@ -346,7 +346,7 @@ class Communicator {
     size_t count = 0;
     DType dtype = DType::kU8;
     Algorithm requested = Algorithm::kAuto;
-    bool peer_fast = false;
+    PeerMemory memory = PeerMemory::kSlow;
     Algorithm chosen = Algorithm::kAuto;
   };
   LastSelection last_selection_ ABSL_GUARDED_BY(mu_);

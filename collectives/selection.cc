@@ -98,23 +98,25 @@ Selector::Selector(TransportCaps caps, SelectionThresholds thresholds)
   }
 }
 
-Algorithm Selector::ResolveDirect(size_t count, size_t element_size) const {
+Algorithm Selector::ResolveDirect(size_t count, size_t element_size, PeerMemory memory) const {
   if (!caps_.shared_windows) return Algorithm::kOneShot;
   // Every rank decides alike: same size, same collective probe verdict.
   const size_t slice_bytes = count / static_cast<size_t>(caps_.size) * element_size;
-  if (caps_.peer_access && slice_bytes >= thresholds_.peer_access_min_slice_bytes) return Algorithm::kPeerAccess;
+  const size_t from = memory == PeerMemory::kMapped ? thresholds_.peer_access_mapped_min_slice_bytes
+                                                    : thresholds_.peer_access_min_slice_bytes;
+  if (caps_.peer_access && slice_bytes >= from) return Algorithm::kPeerAccess;
   return Algorithm::kWindow;
 }
 
-Algorithm Selector::AutoAllReduce(size_t count, size_t element_size) const {
+Algorithm Selector::AutoAllReduce(size_t count, size_t element_size, PeerMemory memory) const {
   const size_t bytes = count * element_size;
   for (const auto& [max_bytes, algorithm] : tuned_) {
     if (max_bytes == 0 || bytes <= max_bytes) {
-      return algorithm == Algorithm::kDirect ? ResolveDirect(count, element_size) : algorithm;
+      return algorithm == Algorithm::kDirect ? ResolveDirect(count, element_size, memory) : algorithm;
     }
   }
   // Ranks that share memory: the direct paths won every size here.
-  if (caps_.shared_windows) return ResolveDirect(count, element_size);
+  if (caps_.shared_windows) return ResolveDirect(count, element_size, memory);
   return UntunedAllReduce(bytes);
 }
 
@@ -135,12 +137,13 @@ bool Selector::Hierarchical(CollectiveKind kind, size_t bytes, Algorithm request
          bytes >= thresholds_.hierarchical_min_bytes;
 }
 
-Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool peer_fast) const {
+Algorithm Selector::SelectAllReduce(size_t count, size_t element_size, Algorithm requested,
+                                    PeerMemory memory) const {
   if (Hierarchical(CollectiveKind::kAllReduce, count * element_size, requested)) return Algorithm::kHierarchical;
   if (requested != Algorithm::kAuto && requested != Algorithm::kDirect) return requested;  // asked for by name
-  const Algorithm chosen =
-      requested == Algorithm::kDirect ? ResolveDirect(count, element_size) : AutoAllReduce(count, element_size);
-  return chosen == Algorithm::kPeerAccess && !peer_fast ? Algorithm::kWindow : chosen;
+  const Algorithm chosen = requested == Algorithm::kDirect ? ResolveDirect(count, element_size, memory)
+                                                           : AutoAllReduce(count, element_size, memory);
+  return chosen == Algorithm::kPeerAccess && memory == PeerMemory::kSlow ? Algorithm::kWindow : chosen;
 }
 
 absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
@@ -180,7 +183,7 @@ absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t cou
 }
 
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
-                                           Algorithm requested, bool peer_fast) const {
+                                           Algorithm requested, PeerMemory memory) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
   if (kind == CollectiveKind::kSplit) return Algorithm::kRing;
   if (caps_.device_link) return SelectDevice(kind, count, element_size, requested);
@@ -193,7 +196,7 @@ absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, si
           absl::StrCat(AlgorithmName(requested), " is not an all-reduce algorithm"));
     }
     if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
-    return SelectAllReduce(count, element_size, requested, peer_fast);
+    return SelectAllReduce(count, element_size, requested, memory);
   }
   const bool has_peer_path = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather ||
                              kind == CollectiveKind::kAllToAll;

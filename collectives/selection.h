@@ -90,6 +90,12 @@ struct WindowPlan {
   size_t stream_output_bytes = 0;
 };
 
+// How peer access reaches a collective's buffers (every rank's alike): they
+// are caller memory (each page pinned per copy: the window instead), braid's
+// huge pages (kernel copies), or memory the peers map (plain loads and
+// stores, worth it from far smaller slices).
+enum class PeerMemory { kSlow, kFast, kMapped };
+
 // What a transport can do beyond point-to-point messages (Transport's
 // capability accessors), and the group it connects.
 struct TransportCaps {
@@ -122,6 +128,8 @@ struct SelectionThresholds {
   // Peer access pays for its system calls (two per peer and slice) from
   // this many bytes per rank's slice (all-reduce) or per block (the others).
   size_t peer_access_min_slice_bytes = size_t{32} << 10;
+  // The same where the peers map every buffer (no system calls).
+  size_t peer_access_mapped_min_slice_bytes = size_t{1} << 10;
   // WindowPlan's: whole rounds up to this size, streamed outputs from that.
   size_t window_whole_round_bytes = size_t{16} << 10;
   size_t stream_output_bytes = size_t{16} << 20;
@@ -140,15 +148,15 @@ class Selector {
   // What a `kind` collective of `count` elements of `element_size` bytes
   // runs (count as CollectiveArgs has it: per rank's block for
   // reduce-scatter, all-gather and all-to-all) when `requested`.
-  // `peer_fast`: every buffer is braid's memory that peer access reaches
-  // fast (Storage::peer_fast: mapped by the peers, or huge pages); in the
-  // caller's own memory an all-reduce left to auto takes the window instead
-  // of peer access, which pins every page it reads (bench/RESULTS.md,
-  // "Caller memory"). Programs run the same code
+  // `memory`: how peer access reaches the buffers (Storage::peer_fast,
+  // Storage::mappable); in the caller's own memory an all-reduce left to
+  // auto takes the window instead of peer access, which pins every page it
+  // reads (bench/RESULTS.md, "Caller memory"); in mapped memory peer access
+  // starts at far smaller slices. Programs run the same code
   // on every rank, so every rank's buffers are alike and so is the choice.
   // kUnimplemented when the request needs what the transport lacks.
   absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size, Algorithm requested,
-                                   bool peer_fast = true) const;
+                                   PeerMemory memory = PeerMemory::kFast) const;
 
   WindowPlan window_plan() const {
     return {thresholds_.window_whole_round_bytes, thresholds_.stream_output_bytes};
@@ -156,15 +164,15 @@ class Selector {
   const TransportCaps& caps() const { return caps_; }
 
  private:
-  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, bool peer_fast) const;
+  Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, PeerMemory memory) const;
   absl::StatusOr<Algorithm> SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
                                          Algorithm requested) const;
   // auto: the tuned table's row, else the built-in rule.
-  Algorithm AutoAllReduce(size_t count, size_t element_size) const;
+  Algorithm AutoAllReduce(size_t count, size_t element_size, PeerMemory memory) const;
   // The rule without a table row: rhd or ring by size and group size.
   Algorithm UntunedAllReduce(size_t bytes) const;
   // "direct" for this transport and size.
-  Algorithm ResolveDirect(size_t count, size_t element_size) const;
+  Algorithm ResolveDirect(size_t count, size_t element_size, PeerMemory memory) const;
   // Whether a `kind` collective of `bytes` (a rank's whole buffer) runs
   // hierarchical when `requested` (kAuto or kHierarchical).
   bool Hierarchical(CollectiveKind kind, size_t bytes, Algorithm requested) const;

@@ -65,7 +65,7 @@ absl::Status RunConformance(Communicator& comm, Deadline deadline, const Conform
   auto runs = [&](CollectiveKind kind, Algorithm algorithm) {
     CallOptions call;
     call.algorithm = algorithm;
-    return comm.AlgorithmFor(kind, 1, DType::kF32, /*peer_fast=*/true, call).ok();
+    return comm.AlgorithmFor(kind, 1, DType::kF32, PeerMemory::kFast, call).ok();
   };
   ConformanceOptions options = asked;
   options.allreduce_algorithms.clear();

@@ -85,7 +85,8 @@ TEST_CASE("Selector: on the caller's 4 KiB pages, auto takes the window where it
   const Selector peers(Caps(kUntuned, 2, true, true));
   const size_t big = size_t{16} << 20;  // float elements: 64 MiB
   auto pick = [&](Algorithm requested, bool peer_fast) {
-    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested, peer_fast);
+    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested,
+                                                    peer_fast ? PeerMemory::kFast : PeerMemory::kSlow);
     REQUIRE(picked.ok());
     return *picked;
   };
@@ -97,9 +98,24 @@ TEST_CASE("Selector: on the caller's 4 KiB pages, auto takes the window where it
   CHECK(pick(Algorithm::kRing, false) == Algorithm::kRing);
   // The tuned shm rows (peer access at large sizes) give way too.
   const Selector shm(Caps("shm", 2, true, true));
-  absl::StatusOr<Algorithm> tuned = shm.Select(CollectiveKind::kAllReduce, big, 4, Algorithm::kAuto, false);
+  absl::StatusOr<Algorithm> tuned = shm.Select(CollectiveKind::kAllReduce, big, 4, Algorithm::kAuto, PeerMemory::kSlow);
   REQUIRE(tuned.ok());
   CHECK(*tuned != Algorithm::kPeerAccess);
+}
+
+TEST_CASE("Selector: in memory the peers map, peer access starts at far smaller slices", "[selection]") {
+  const Selector shm(Caps("shm", 2, true, true));
+  auto pick = [&](size_t bytes, PeerMemory memory) {
+    absl::StatusOr<Algorithm> picked = shm.Select(CollectiveKind::kAllReduce, bytes / 4, 4, Algorithm::kAuto, memory);
+    REQUIRE(picked.ok());
+    return *picked;
+  };
+  const SelectionThresholds t;
+  const size_t mapped_from = 2 * t.peer_access_mapped_min_slice_bytes;  // 2 ranks
+  CHECK(pick(mapped_from, PeerMemory::kMapped) == Algorithm::kPeerAccess);
+  CHECK(pick(mapped_from / 2, PeerMemory::kMapped) == Algorithm::kWindow);
+  CHECK(pick(mapped_from, PeerMemory::kFast) == Algorithm::kWindow);
+  CHECK(pick(2 * t.peer_access_min_slice_bytes, PeerMemory::kFast) == Algorithm::kPeerAccess);
 }
 
 TEST_CASE("Selector: what a transport lacks is a clear error, never a silent substitute", "[selection]") {

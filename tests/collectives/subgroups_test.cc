@@ -146,7 +146,7 @@ TEST_CASE("Hierarchical: every collective on the hierarchical path, for any mix 
       };
       BRAID_ASSIGN_OR_RETURN(auto comm, Parent(context, tcp, options));
       BRAID_ASSIGN_OR_RETURN(Algorithm chosen, comm->AlgorithmFor(CollectiveKind::kAllReduce, 1 << 20, DType::kF32,
-                                                                  /*peer_fast=*/true));
+                                                                  PeerMemory::kFast));
       // Auto takes it across hosts where some host has several ranks; forced, it runs anywhere.
       const HostLayout& layout = comm->host_layout();
       const bool wanted = layout.hosts() > 1 && layout.max_per_host() > 1;

@@ -136,9 +136,12 @@ TEST_CASE("device communicator: every collective and algorithm on device streams
         BRAID_RETURN_IF_ERROR(Expect(c.tensor, c.want, absl::StrCat("rank ", r, " ", c.what)));
       }
       // What the selector chose, by name, for the device link.
-      BRAID_ASSIGN_OR_RETURN(Algorithm big, comm.AlgorithmFor(CollectiveKind::kAllReduce, 1 << 20, DType::kF32, true));
+      BRAID_ASSIGN_OR_RETURN(Algorithm big,
+                             comm.AlgorithmFor(CollectiveKind::kAllReduce, 1 << 20, DType::kF32, PeerMemory::kFast));
       if (big != Algorithm::kRing) return absl::InternalError("auto large all-reduce on a device link is not ring");
-      if (comm.AlgorithmFor(CollectiveKind::kAllReduce, 8, DType::kF32, true, {.algorithm = Algorithm::kWindow}).ok()) {
+      if (comm.AlgorithmFor(CollectiveKind::kAllReduce, 8, DType::kF32, PeerMemory::kFast,
+                            {.algorithm = Algorithm::kWindow})
+              .ok()) {
         return absl::InternalError("window accepted on a device link");
       }
       return absl::OkStatus();
