@@ -244,12 +244,14 @@ TEST_CASE("braid_bench: auto follows the checked-in tuning table for its transpo
     return size <= (64u << 10) ? "rhd" : "ring";
   };
   // "direct" names the shared-memory family (collectives/selection.h): the
-  // windows below a 32 KiB slice per rank, peer access from there where the
-  // machine allows cross-memory attach (the windows where it does not).
+  // windows below a slice per rank of SelectionThresholds'
+  // peer_access_mapped_min_slice_bytes (braid_bench's buffers are memory the
+  // peers map), peer access from there where the machine allows it (the
+  // windows where it does not).
   auto matches = [&](uint64_t size, const std::string& used) {
     const std::string want = expected(size);
     if (want != "direct") return used == want;
-    if (size / n < (32u << 10)) return used == "window";
+    if (size / n < (1u << 10)) return used == "window";
     return used == "peer-access" || used == "window";
   };
   const std::string json = absl::StrCat(TestTempDir(), "/auto_", transport, ".json");
