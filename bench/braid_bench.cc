@@ -279,11 +279,7 @@ absl::Status Bench::RunSize(Algorithm algorithm, const Step& step, const Step& h
   const auto [kind, count] = KindAndCount(options_.collective, step.counts, comm_.size());
   CallOptions call;
   call.algorithm = algorithm;
-  const Storage& in = *step.in.storage();
-  const Storage& out = *step.out.storage();
-  const PeerMemory memory = !in.peer_fast() || !out.peer_fast()  ? PeerMemory::kSlow
-                            : in.mappable() && out.mappable() ? PeerMemory::kMapped
-                                                              : PeerMemory::kFast;
+  const PeerMemory memory = PeerMemoryOf(&step.in, &step.out);
   BRAID_ASSIGN_OR_RETURN(const Algorithm used, comm_.AlgorithmFor(kind, count, c.dtype, memory, call));
   row->algorithm_used = AlgorithmName(used);
   const bool in_place = HasInPlace();

@@ -18,17 +18,6 @@
 namespace braid {
 namespace {
 
-// How peer access reaches the buffers a collective reads and writes (either
-// may be null): the selector's `memory`.
-PeerMemory PeerMemoryOf(const Tensor* in, const Tensor* out) {
-  bool mapped = true;
-  for (const Tensor* t : {in, out}) {
-    if (t == nullptr || !t->defined()) continue;
-    if (!t->storage()->peer_fast()) return PeerMemory::kSlow;
-    mapped = mapped && t->storage()->mappable();
-  }
-  return mapped ? PeerMemory::kMapped : PeerMemory::kFast;
-}
 
 BRAID_ENV_KNOB(kInlineKnob, "BRAID_INLINE_BYTES", "65536",
                "Collectives up to this size run on the calling thread when the communicator is idle (a "
@@ -56,6 +45,16 @@ absl::Span<std::byte> Bytes(const Tensor& t) {
 }
 
 }  // namespace
+
+PeerMemory PeerMemoryOf(const Tensor* in, const Tensor* out) {
+  bool mapped = true;
+  for (const Tensor* t : {in, out}) {
+    if (t == nullptr || !t->defined()) continue;
+    if (!t->storage()->peer_fast()) return PeerMemory::kSlow;
+    mapped = mapped && t->storage()->mappable();
+  }
+  return mapped ? PeerMemory::kMapped : PeerMemory::kFast;
+}
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(std::unique_ptr<Transport> transport,
                                                                    CommunicatorOptions options) {

@@ -115,6 +115,10 @@ struct CallOptions {
   bool caller_thread = false;
 };
 
+// How peer access reaches the buffers a collective reads and writes (either
+// may be null or undefined): Selector::Select's `memory`.
+PeerMemory PeerMemoryOf(const Tensor* in, const Tensor* out);
+
 class Communicator {
  public:
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(std::unique_ptr<Transport> transport,

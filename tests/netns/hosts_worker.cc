@@ -247,9 +247,9 @@ class Checks {
     std::string out;
     for (int64_t count : counts) {
       absl::StatusOr<Tensor> t = Tensor::Empty({count}, DType::kF32);
-      const PeerMemory memory = t.ok() && t->storage()->peer_fast() ? PeerMemory::kFast : PeerMemory::kSlow;
       absl::StatusOr<Algorithm> algorithm =
-          t.ok() ? comm_.AlgorithmFor(CollectiveKind::kAllReduce, count, DType::kF32, memory) : t.status();
+          t.ok() ? comm_.AlgorithmFor(CollectiveKind::kAllReduce, count, DType::kF32, PeerMemoryOf(&*t, nullptr))
+                 : t.status();
       absl::StrAppend(&out, out.empty() ? "" : ", ", count * 4, " B ",
                       algorithm.ok() ? AlgorithmName(*algorithm) : algorithm.status().ToString());
     }

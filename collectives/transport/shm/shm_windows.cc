@@ -112,9 +112,9 @@ absl::Status ShmWindows::PeerCopyFailed(int peer, const char* call, size_t bytes
 
 std::byte* ShmWindows::MappedPeer(int peer, const std::byte* at, size_t bytes) {
   for (const shm_internal::MappedBuffer& buffer : peer_maps_[static_cast<size_t>(peer)]) {
-    const auto address = reinterpret_cast<uint64_t>(at);
-    if (address < buffer.base || address + bytes > buffer.base + buffer.length) continue;
-    return mappings_.Resolve(peer, transport_.PidfdOf(peer), buffer, address, bytes);
+    std::byte* mapped =
+        mappings_.Resolve(peer, transport_.PidfdOf(peer), buffer, reinterpret_cast<uint64_t>(at), bytes);
+    if (mapped != nullptr) return mapped;
   }
   return nullptr;
 }
