@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -23,6 +25,9 @@ struct Registry {
   std::map<uintptr_t, MappableRegion> by_address;  // keyed by base; fd -1: a forked child's private copy
   uint64_t next_id = 1;
   size_t live = 0;  // regions with a descriptor
+  // Bumped under `mu` by every change of by_address: what a thread's
+  // remembered lookups (FindMappable) were made at.
+  std::atomic<uint64_t> generation{1};
 };
 
 Registry& TheRegistry();
@@ -46,6 +51,7 @@ void PrivatizeInChild() {
     region.fd = -1;
   }
   registry.live = 0;
+  registry.generation.fetch_add(1, std::memory_order_release);
   registry.mu.unlock();
 }
 
@@ -93,6 +99,7 @@ absl::StatusOr<std::byte*> AllocateMappable(size_t nbytes) {
   auto* bytes = static_cast<std::byte*>(data);
   registry.by_address[reinterpret_cast<uintptr_t>(bytes)] = {bytes, length, fd, registry.next_id++};
   ++registry.live;
+  registry.generation.fetch_add(1, std::memory_order_release);
   return bytes;
 }
 
@@ -106,6 +113,7 @@ void FreeMappable(std::byte* data) {
     region = it->second;
     registry.by_address.erase(it);
     if (region.fd >= 0) --registry.live;
+    registry.generation.fetch_add(1, std::memory_order_release);
   }
   munmap(const_cast<std::byte*>(region.base), region.length);
   if (region.fd >= 0) close(region.fd);
@@ -114,13 +122,36 @@ void FreeMappable(std::byte* data) {
 std::optional<MappableRegion> FindMappable(const void* data, size_t bytes) {
   const auto at = reinterpret_cast<uintptr_t>(data);
   Registry& registry = TheRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
-  auto it = registry.by_address.upper_bound(at);
-  if (it == registry.by_address.begin()) return std::nullopt;
-  const MappableRegion& region = std::prev(it)->second;
-  const auto base = reinterpret_cast<uintptr_t>(region.base);
-  if (region.fd < 0 || at + bytes > base + region.length) return std::nullopt;
-  return region;
+  // A collective asks about the same few buffers several times a call: a
+  // thread remembers its last answers until the registry changes, which
+  // keeps the lock off a small call's path.
+  struct Remembered {
+    uint64_t generation = 0;
+    uintptr_t at = 0;
+    size_t bytes = 0;
+    std::optional<MappableRegion> region;
+  };
+  thread_local std::array<Remembered, 8> remembered;
+  thread_local size_t next_slot = 0;
+  const uint64_t now = registry.generation.load(std::memory_order_acquire);
+  for (const Remembered& r : remembered) {
+    if (r.generation == now && r.at == at && r.bytes == bytes) return r.region;
+  }
+  std::optional<MappableRegion> found;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(registry.mu);
+    generation = registry.generation.load(std::memory_order_relaxed);
+    auto it = registry.by_address.upper_bound(at);
+    if (it != registry.by_address.begin()) {
+      const MappableRegion& region = std::prev(it)->second;
+      const auto base = reinterpret_cast<uintptr_t>(region.base);
+      if (region.fd >= 0 && at + bytes <= base + region.length) found = region;
+    }
+  }
+  remembered[next_slot] = {generation, at, bytes, found};
+  next_slot = (next_slot + 1) % remembered.size();
+  return found;
 }
 
 }  // namespace braid

@@ -223,6 +223,9 @@ TEST_CASE("Storage: mappable buffers are memfds listed for the peers to map", "[
   std::optional<MappableRegion> second = FindMappable(other->data(), other->nbytes());
   REQUIRE(second.has_value());
   CHECK(second->id != whole->id);
+  // Asked twice before the free, so a remembered answer would be stale after it.
+  CHECK(FindMappable(bytes, 8).has_value());
+  CHECK(FindMappable(bytes, 8).has_value());
   *big = Tensor();  // the last reference: unmapped and unlisted
   CHECK_FALSE(FindMappable(bytes, 8).has_value());
 }
@@ -231,6 +234,7 @@ TEST_CASE("Storage: a forked child writes its own copy of a mappable buffer, not
   absl::StatusOr<Tensor> big = Tensor::Zeros({int64_t{1} << 18}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
   REQUIRE(big.ok());
   REQUIRE(FindMappable(big->data(), big->nbytes()).has_value());
+  REQUIRE(FindMappable(big->data(), 8).has_value());  // remembered by this thread, forked with it
   float* values = big->data<float>();
   values[7] = 1.0f;
   const pid_t child = fork();
