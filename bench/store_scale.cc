@@ -11,9 +11,8 @@
 //   store_scale --connect=HOST:PORT --first=I --clients=N --total=T --go=FILE
 //       Prints "ready", waits for FILE to exist, then runs clients I .. I+N-1
 //       of T, one thread each, doing what rendezvous does: connect; Set its
-//       record; Add to the join counter (the last one Sets "all_joined");
-//       Wait for it; Get another client's record; then a barrier the same
-//       way. Prints "ok N START_NS END_NS" (CLOCK_REALTIME) and the first
+//       record; wait at the join barrier (Arrive: the add and the wait in
+//       one round trip); Get another client's record; then a barrier. Prints "ok N START_NS END_NS" (CLOCK_REALTIME) and the first
 //       failure; exit 1 on any. With --connect-only, each client only
 //       connects (one round trip, the client's probe) and hangs up: the
 //       floor of threads and connections that any store's run pays.
@@ -115,14 +114,10 @@ int Serve(const Options& o) {
 absl::Status Rendezvous(const HostPort& address, int id, int total, Deadline deadline) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Connect(address, deadline));
   BRAID_RETURN_IF_ERROR(store->Set(absl::StrCat("node/", id), absl::StrCat("10.0.", id / 256, ".", id % 256, ":29400")));
-  BRAID_ASSIGN_OR_RETURN(int64_t joined, store->Add("joined", 1));
-  if (joined == total) BRAID_RETURN_IF_ERROR(store->Set("all_joined", "1"));
-  BRAID_RETURN_IF_ERROR(store->Wait({"all_joined"}, deadline));
+  BRAID_RETURN_IF_ERROR(store->Arrive("joined", total, deadline).status());
   BRAID_ASSIGN_OR_RETURN(std::string peer, store->Get(absl::StrCat("node/", (id + 1) % total), deadline));
   if (peer.empty()) return absl::DataLossError("an empty record");
-  BRAID_ASSIGN_OR_RETURN(int64_t arrived, store->Add("barrier", 1));
-  if (arrived == total) BRAID_RETURN_IF_ERROR(store->Set("barrier_done", "1"));
-  return store->Wait({"barrier_done"}, deadline);
+  return store->Arrive("barrier", total, deadline).status();
 }
 
 int Connect(const Options& o) {

@@ -3,9 +3,10 @@
 torch's TCPStore (libuv), in the same run (issue 30, item 2).
 
 Each client is a C++ thread with its own connection that does what
-rendezvous does: connect, set its record, add to a join counter (the last
-sets "all_joined"), wait for it, get another client's record, then a barrier
-the same way. braid's clients are bench/store_scale.cc's; torch's are
+rendezvous does: connect, set its record, wait at a join barrier, get
+another client's record, then a barrier. A barrier is each store's own: on
+braid's one Arrive (the add and the wait in one round trip); TCPStore has no
+such op, so there an add to a counter (the last sets a key) and a wait. braid's clients are bench/store_scale.cc's; torch's are
 bench/python/tcpstore_clients.cpp (c10d::TCPStore, built here with torch's
 cpp_extension). Client processes of --per-process threads each start, say
 "ready", and begin together when the driver says go; the time is from the

@@ -49,13 +49,15 @@ inline constexpr int kListenBacklog = 65535;
 // accepted, anything else refuses and closes the connection.
 enum class Phase { kAwaitingHello, kAwaitingProof, kServing };
 
-// A Get or Wait waiting for its keys.
+// A Get or Wait waiting for its keys, or an Arrive for its count.
 struct Parked {
   Opcode op = Opcode::kGet;
   std::vector<std::string> keys;  // Get: one key
-  std::string waiting_on;         // the missing key it is registered under
+  std::string waiting_on;         // the missing key it is registered under; Arrive: the counter
   Deadline deadline = absl::InfiniteFuture();
   int64_t timeout_ms = -1;
+  int64_t count = 0;    // Arrive: what the counter must reach
+  int64_t arrival = 0;  // Arrive: the counter after this client's add, its answer
 };
 
 struct Connection {
@@ -117,6 +119,12 @@ class ServerLoop {
   void Set(Request& r);
   void Get(Request& r);
   void Add(Request& r);
+  void Arrive(Request& r);
+  // Adds `delta` to the counter at `key` into *sum, waking what waits on
+  // it; false after answering the error (not a number, overflow).
+  bool AddToCounter(Request& r, const std::string& key, int64_t delta, int64_t* sum);
+  // Answers the Arrives parked on counter `key` whose count `value` reaches.
+  void ReleaseArrivals(const std::string& key, int64_t value);
   void CompareSet(Request& r);
   void WaitOrCheck(Request& r, bool is_wait);
   void Delete(Request& r);
@@ -152,6 +160,8 @@ class ServerLoop {
   absl::Time listener_resume_at_;
   // Parked connections by the key they wait for, and by deadline.
   absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_;
+  // Parked Arrives by counter, ordered by the count each waits for.
+  absl::flat_hash_map<std::string, std::set<std::pair<int64_t, uint64_t>>> arrivals_;
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;
   // Connections still in the handshake, by when they must finish it.
   std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;

@@ -72,6 +72,7 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
     case Opcode::kSet: return Set(r);
     case Opcode::kGet: return Get(r);
     case Opcode::kAdd: return Add(r);
+    case Opcode::kArrive: return Arrive(r);
     case Opcode::kCompareSet: return CompareSet(r);
     case Opcode::kWait: return WaitOrCheck(r, /*is_wait=*/true);
     case Opcode::kCheck: return WaitOrCheck(r, /*is_wait=*/false);
@@ -122,10 +123,7 @@ void ServerLoop::Get(Request& r) {
   }
 }
 
-void ServerLoop::Add(Request& r) {
-  std::string key;
-  int64_t delta = 0;
-  if (!FieldsOk(r, r.reader.String(&key) && r.reader.I64(&delta))) return;
+bool ServerLoop::AddToCounter(Request& r, const std::string& key, int64_t delta, int64_t* sum) {
   int64_t current = 0;
   auto it = table_.find(key);
   if (it != table_.end() && !absl::SimpleAtoi(it->second, &current)) {
@@ -133,22 +131,65 @@ void ServerLoop::Add(Request& r) {
                  absl::StrCat("cannot add to key ", Quoted(key), ": its value is not a decimal integer: ",
                               Quoted(absl::string_view(it->second).substr(0, 40)),
                               it->second.size() > 40 ? "..." : ""));
-    return;
+    return false;
   }
-  int64_t sum = 0;
-  if (__builtin_add_overflow(current, delta, &sum)) {
+  if (__builtin_add_overflow(current, delta, sum)) {
     RespondError(r.conn, absl::StatusCode::kOutOfRange,
                  absl::StrCat("adding ", delta, " to key ", Quoted(key), " (", current, ") overflows int64"));
-    return;
+    return false;
   }
   const bool created = it == table_.end();
   if (created) {
-    table_.emplace(key, absl::StrCat(sum));
+    table_.emplace(key, absl::StrCat(*sum));
+    WakeKey(key);
   } else {
-    it->second = absl::StrCat(sum);
+    it->second = absl::StrCat(*sum);
   }
-  Respond(r.conn, std::move(FrameWriter().U8(0).I64(sum)).Finish());
-  if (created) WakeKey(key);
+  ReleaseArrivals(key, *sum);
+  return true;
+}
+
+void ServerLoop::Add(Request& r) {
+  std::string key;
+  int64_t delta = 0;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.I64(&delta))) return;
+  int64_t sum = 0;
+  if (AddToCounter(r, key, delta, &sum)) Respond(r.conn, std::move(FrameWriter().U8(0).I64(sum)).Finish());
+}
+
+// A barrier in one round trip: the add and the wait for the count.
+void ServerLoop::Arrive(Request& r) {
+  std::string key;
+  int64_t count = 0, timeout_ms = 0;
+  if (!FieldsOk(r, r.reader.String(&key) && r.reader.I64(&count) && r.reader.I64(&timeout_ms))) return;
+  int64_t arrival = 0;
+  if (!AddToCounter(r, key, 1, &arrival)) return;
+  if (arrival >= count) {
+    Respond(r.conn, std::move(FrameWriter().U8(0).I64(arrival)).Finish());
+  } else if (timeout_ms == 0) {
+    RespondError(r.conn, absl::StatusCode::kDeadlineExceeded,
+                 absl::StrCat("timed out at barrier ", Quoted(key), ": ", arrival, " of ", count, " arrived"));
+  } else {
+    Park(r.conn, Parked{Opcode::kArrive, {key}, key, DeadlineAfter(timeout_ms), timeout_ms, count, arrival});
+  }
+}
+
+void ServerLoop::ReleaseArrivals(const std::string& key, int64_t value) {
+  auto it = arrivals_.find(key);
+  if (it == arrivals_.end()) return;
+  std::set<std::pair<int64_t, uint64_t>>& parked = it->second;
+  const auto end = parked.upper_bound({value, UINT64_MAX});
+  std::vector<uint64_t> ids;
+  for (auto at = parked.begin(); at != end; ++at) ids.push_back(at->second);
+  parked.erase(parked.begin(), end);
+  if (parked.empty()) arrivals_.erase(it);
+  for (uint64_t id : ids) {
+    Connection* conn = Find(id);
+    if (conn == nullptr || !conn->parked || conn->parked->op != Opcode::kArrive) continue;
+    const int64_t arrival = conn->parked->arrival;
+    Unpark(*conn);
+    Respond(*conn, std::move(FrameWriter().U8(0).I64(arrival)).Finish());
+  }
 }
 
 void ServerLoop::CompareSet(Request& r) {
@@ -266,7 +307,11 @@ void ServerLoop::ExpireHandshakes() {
 }
 
 void ServerLoop::Park(Connection& conn, Parked parked) {
-  waiters_[parked.waiting_on].push_back(conn.id);
+  if (parked.op == Opcode::kArrive) {
+    arrivals_[parked.waiting_on].emplace(parked.count, conn.id);
+  } else {
+    waiters_[parked.waiting_on].push_back(conn.id);
+  }
   if (parked.deadline != absl::InfiniteFuture()) deadlines_.emplace(parked.deadline, conn.id);
   conn.parked = std::move(parked);
   UpdateInterest(conn);
@@ -276,7 +321,13 @@ void ServerLoop::Unpark(Connection& conn) {
   if (!conn.parked) return;
   const Parked& parked = *conn.parked;
   if (parked.deadline != absl::InfiniteFuture()) deadlines_.erase({parked.deadline, conn.id});
-  if (auto it = waiters_.find(parked.waiting_on); it != waiters_.end()) {
+  if (parked.op == Opcode::kArrive) {
+    // Released arrivals were taken out of arrivals_ already.
+    if (auto it = arrivals_.find(parked.waiting_on); it != arrivals_.end()) {
+      it->second.erase({parked.count, conn.id});
+      if (it->second.empty()) arrivals_.erase(it);
+    }
+  } else if (auto it = waiters_.find(parked.waiting_on); it != waiters_.end()) {
     std::vector<uint64_t>& ids = it->second;
     ids.erase(std::remove(ids.begin(), ids.end(), conn.id), ids.end());
     if (ids.empty()) waiters_.erase(it);
@@ -327,6 +378,11 @@ void ServerLoop::ExpireWaiters() {
     if (parked.op == Opcode::kGet) {
       message = absl::StrCat("timed out after ", parked.timeout_ms, " ms waiting for key ",
                              Quoted(parked.keys[0]));
+    } else if (parked.op == Opcode::kArrive) {
+      auto it = table_.find(parked.waiting_on);
+      message = absl::StrCat("timed out after ", parked.timeout_ms, " ms at barrier ", Quoted(parked.waiting_on),
+                             ": ", it == table_.end() ? "(counter deleted)" : it->second, " of ", parked.count,
+                             " arrived");
     } else {
       std::vector<std::string> missing;
       for (const std::string& key : parked.keys) {

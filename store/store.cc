@@ -4,8 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status.h"
 
 namespace braid {
+
+absl::StatusOr<int64_t> Store::Arrive(absl::string_view key, int64_t count, Deadline deadline) {
+  BRAID_ASSIGN_OR_RETURN(const int64_t arrival, Add(key, 1));
+  const std::string all = absl::StrCat(key, "/all");
+  if (arrival == count) BRAID_RETURN_IF_ERROR(Set(all, ""));
+  BRAID_RETURN_IF_ERROR(Wait({all}, deadline));
+  return arrival;
+}
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : prefix_(std::move(prefix)), base_(std::move(base)) {
@@ -39,6 +48,10 @@ absl::StatusOr<std::string> PrefixStore::CompareSet(absl::string_view key,
                                                     absl::string_view expected,
                                                     absl::string_view desired) {
   return base_->CompareSet(Prefixed(key), expected, desired);
+}
+
+absl::StatusOr<int64_t> PrefixStore::Arrive(absl::string_view key, int64_t count, Deadline deadline) {
+  return base_->Arrive(Prefixed(key), count, deadline);
 }
 
 absl::Status PrefixStore::Wait(absl::Span<const std::string> keys, Deadline deadline) {

@@ -56,6 +56,14 @@ class Store {
   virtual absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
                                                  absl::string_view desired) = 0;
 
+  // A barrier of `count` clients at the counter `key`: adds one to it and
+  // blocks until it reaches `count`; returns this client's arrival (1 for
+  // the first). kDeadlineExceeded naming the key and the arrivals so far at
+  // the deadline. This default takes three round trips (Add; the count-th
+  // arrival Sets "<key>/all"; Wait for that); TcpStore's server does it in
+  // one. Any thread.
+  virtual absl::StatusOr<int64_t> Arrive(absl::string_view key, int64_t count, Deadline deadline);
+
   // Blocks until every key in `keys` exists (at the same moment or not: a key
   // deleted after it was seen still counts). kDeadlineExceeded naming the
   // missing keys at the deadline. Any thread.
@@ -92,6 +100,7 @@ class PrefixStore : public Store {
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
   absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
                                          absl::string_view desired) override;
+  absl::StatusOr<int64_t> Arrive(absl::string_view key, int64_t count, Deadline deadline) override;
   absl::Status Wait(absl::Span<const std::string> keys, Deadline deadline) override;
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
   absl::StatusOr<bool> Delete(absl::string_view key) override;

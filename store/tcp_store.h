@@ -4,8 +4,9 @@
 // every wait and absl::Status errors instead of exceptions.
 //
 // The server runs one thread: an epoll loop over non-blocking sockets. It
-// never blocks on a client. A Get or Wait for a key that does not exist yet is
-// parked on the server and answered when the key appears or when the timeout
+// never blocks on a client. A Get or Wait for a key that does not exist yet
+// (an Arrive for a counter short of its count) is parked on the server and
+// answered when the key appears (the count is reached) or when the timeout
 // carried in the request runs out (then the server itself answers
 // kDeadlineExceeded), so a waiting client costs nothing but its socket.
 // A client that sends a malformed or oversized frame loses its connection (the
@@ -28,6 +29,7 @@
 //     6 Check       u32 n, str key * n                -> u8 all exist
 //     7 Delete      str key                           -> u8 existed
 //     8 NumKeys     (nothing)                         -> i64 count
+//     9 Arrive      str key, i64 count, i64 timeout_ms -> i64 arrival (once the counter >= count)
 //     0 Hello       str client_nonce                  -> str server_nonce, str server_proof
 //     0 Hello       str client_proof                  -> (nothing)
 // Authentication: a server started with a job secret (base/auth.h) admits a
@@ -129,7 +131,7 @@ class StoreServer {
 // calls on the same TcpStore until it returns (give each waiting thread its
 // own TcpStore when that matters).
 //
-// Deadlines: Get and Wait send the time left to the server, which answers
+// Deadlines: Get, Wait and Arrive send the time left to the server, which answers
 // kDeadlineExceeded itself at the deadline; the client also stops waiting
 // at its deadline plus kServerGrace. The other calls use the default timeout
 // (BRAID_TIMEOUT_SEC) for the round trip.
@@ -172,6 +174,7 @@ class TcpStore : public Store {
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
   absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
                                          absl::string_view desired) override;
+  absl::StatusOr<int64_t> Arrive(absl::string_view key, int64_t count, Deadline deadline) override;
   absl::Status Wait(absl::Span<const std::string> keys, Deadline deadline) override;
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
   absl::StatusOr<bool> Delete(absl::string_view key) override;

@@ -237,6 +237,18 @@ absl::StatusOr<std::string> TcpStore::CompareSet(absl::string_view key, absl::st
   return value;
 }
 
+absl::StatusOr<int64_t> TcpStore::Arrive(absl::string_view key, int64_t count, Deadline deadline) {
+  const std::string what = absl::StrCat("Arrive(", Quoted(key), ", ", count, ")");
+  BRAID_ASSIGN_OR_RETURN(
+      std::string fields,
+      RoundTrip(what, std::move(Request(Opcode::kArrive).String(key).I64(count).I64(TimeoutMs(deadline))).Finish(),
+                deadline));
+  FieldReader reader(fields);
+  int64_t arrival = 0;
+  if (!reader.I64(&arrival) || reader.remaining() != 0) return MalformedResponse(address_, what);
+  return arrival;
+}
+
 absl::Status TcpStore::Wait(absl::Span<const std::string> keys, Deadline deadline) {
   const std::string what = absl::StrCat("Wait(", QuotedList(keys), ")");
   FrameWriter request = Request(Opcode::kWait);

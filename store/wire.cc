@@ -15,6 +15,7 @@ std::string OpcodeName(uint8_t opcode) {
     case Opcode::kCheck: return "Check";
     case Opcode::kDelete: return "Delete";
     case Opcode::kNumKeys: return "NumKeys";
+    case Opcode::kArrive: return "Arrive";
   }
   return absl::StrCat("opcode ", opcode);
 }

@@ -28,6 +28,7 @@ enum class Opcode : uint8_t {
   kCheck = 6,
   kDelete = 7,
   kNumKeys = 8,
+  kArrive = 9,
 };
 
 // "Set", "Get", ... or "opcode N" for one this version does not know.
