@@ -116,7 +116,8 @@ class ServerLoop {
   // Whether the request's fields were read whole with nothing after them;
   // false after rejecting the frame.
   bool FieldsOk(Request& r, bool parsed);
-  void Set(Request& r);
+  // Put is a Set without `answer`.
+  void Set(Request& r, bool answer);
   void Get(Request& r);
   void Add(Request& r);
   void Arrive(Request& r);

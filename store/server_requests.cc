@@ -69,7 +69,8 @@ void ServerLoop::HandleRequest(Connection& conn, absl::string_view payload) {
   }
   Request r{conn, reader, OpcodeName(opcode), payload.size()};
   switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kSet: return Set(r);
+    case Opcode::kSet: return Set(r, /*answer=*/true);
+    case Opcode::kPut: return Set(r, /*answer=*/false);
     case Opcode::kGet: return Get(r);
     case Opcode::kAdd: return Add(r);
     case Opcode::kArrive: return Arrive(r);
@@ -102,11 +103,11 @@ bool ServerLoop::FieldsOk(Request& r, bool parsed) {
   return true;
 }
 
-void ServerLoop::Set(Request& r) {
+void ServerLoop::Set(Request& r, bool answer) {
   std::string key, value;
   if (!FieldsOk(r, r.reader.String(&key) && r.reader.String(&value))) return;
   const bool created = table_.insert_or_assign(key, std::move(value)).second;
-  Respond(r.conn, std::move(FrameWriter().U8(0)).Finish());
+  if (answer) Respond(r.conn, std::move(FrameWriter().U8(0)).Finish());
   if (created) WakeKey(key);
 }
 

@@ -30,6 +30,7 @@
 //     7 Delete      str key                           -> u8 existed
 //     8 NumKeys     (nothing)                         -> i64 count
 //     9 Arrive      str key, i64 count, i64 timeout_ms -> i64 arrival (once the counter >= count)
+//    10 Put         str key, str value                -> no answer (Set, as TcpStore sends it)
 //     0 Hello       str client_nonce                  -> str server_nonce, str server_proof
 //     0 Hello       str client_proof                  -> (nothing)
 // Authentication: a server started with a job secret (base/auth.h) admits a
@@ -44,7 +45,7 @@
 // version, an unknown opcode, truncated fields or trailing bytes, or a length
 // over max_frame_bytes closes that connection; the length is checked before
 // anything is allocated for the payload. A client sends one request and waits
-// for its response before the next.
+// for its response before the next (a Put has none: the next follows it).
 #ifndef BRAID_STORE_TCP_STORE_H_
 #define BRAID_STORE_TCP_STORE_H_
 
@@ -168,7 +169,11 @@ class TcpStore : public Store {
   const HostPort& address() const { return address_; }
 
   // Store: each is one round trip, blocking the calling thread until the
-  // server answers; see Store for the semantics.
+  // server answers; see Store for the semantics. Set excepted: it returns
+  // once the request is sent (a Put, as c10d's TCPStore sends a set), and
+  // the server applies it before this client's next request. It has no
+  // answer: a Set the server refused (a frame over its max_frame_bytes) or
+  // lost with the connection fails the client's next call, naming why.
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key, Deadline deadline) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
@@ -190,6 +195,12 @@ class TcpStore : public Store {
   absl::Status Authenticate(const JobSecret& secret, Deadline deadline);
   // Without a secret: one NumKeys round trip, so that Connect knows a store answers.
   absl::Status Probe(Deadline deadline);
+  // Sends one request that has no answer (a Put).
+  absl::Status SendOnly(const std::string& what, std::string frame);
+  // Sends `frame` on the connection unless it is broken; `where` names the call.
+  absl::Status Send(const std::string& where, const std::string& frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the connection for good after `cause`; the error to return.
+  absl::Status Fail(const std::string& where, const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> RoundTrip(const std::string& what, std::string frame,
                                         Deadline wait_deadline);
 
@@ -199,6 +210,8 @@ class TcpStore : public Store {
   UniqueFd fd_ ABSL_GUARDED_BY(mu_);
   // Why the connection is unusable, once it is.
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // The last request sent without an answer since the last answer ("Set(\"k\")").
+  std::string unanswered_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace braid

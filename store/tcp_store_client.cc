@@ -122,34 +122,50 @@ absl::Status TcpStore::Authenticate(const JobSecret& secret, Deadline deadline) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::string frame,
-                                                Deadline wait_deadline) {
-  MutexLock lock(&mu_);
-  const std::string where = absl::StrCat("store ", ToString(address_), ": ", what);
+absl::Status TcpStore::Fail(const std::string& where_now, const absl::Status& cause) {
+  fd_.Reset();
+  broken_ = cause;
+  // A Put has no answer: a server that refused it shows only now.
+  const std::string where =
+      unanswered_.empty() ? where_now
+                          : absl::StrCat(where_now, " (after ", unanswered_, ", sent without an answer)");
+  if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat(where, ": no answer from the server by the deadline plus ",
+                                                    absl::FormatDuration(kServerGrace), "; connection closed (",
+                                                    cause.message(), ")"));
+  }
+  if (cause.code() == absl::StatusCode::kInternal) {
+    return absl::InternalError(absl::StrCat(where, ": ", cause.message(), "; connection closed"));
+  }
+  return absl::UnavailableError(absl::StrCat(where, ": connection to the store server lost: ", cause.message()));
+}
+
+absl::Status TcpStore::Send(const std::string& where, const std::string& frame) {
   if (!broken_.ok()) {
     return absl::UnavailableError(
         absl::StrCat(where, ": connection unusable after an earlier failure: ", broken_.message()));
   }
+  if (absl::Status sent = SendAll(fd_.get(), Bytes(frame), DeadlineIn(io_timeout_)); !sent.ok()) {
+    return Fail(where, sent);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpStore::SendOnly(const std::string& what, std::string frame) {
+  MutexLock lock(&mu_);
+  BRAID_RETURN_IF_ERROR(Send(absl::StrCat("store ", ToString(address_), ": ", what), frame));
+  unanswered_ = what;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::string frame,
+                                                Deadline wait_deadline) {
+  MutexLock lock(&mu_);
+  const std::string where = absl::StrCat("store ", ToString(address_), ": ", what);
   // Every failure below leaves the stream at an unknown point (a response
   // may still come), so the connection is closed for good.
-  auto fail = [&](const absl::Status& cause) {
-    fd_.Reset();
-    broken_ = cause;
-    if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          where, ": no answer from the server by the deadline plus ",
-          absl::FormatDuration(kServerGrace), "; connection closed (", cause.message(), ")"));
-    }
-    if (cause.code() == absl::StatusCode::kInternal) {
-      return absl::InternalError(absl::StrCat(where, ": ", cause.message(), "; connection closed"));
-    }
-    return absl::UnavailableError(
-        absl::StrCat(where, ": connection to the store server lost: ", cause.message()));
-  };
-
-  if (absl::Status sent = SendAll(fd_.get(), Bytes(frame), DeadlineIn(io_timeout_)); !sent.ok()) {
-    return fail(sent);
-  }
+  auto fail = [&](const absl::Status& cause) { return Fail(where, cause); };
+  BRAID_RETURN_IF_ERROR(Send(where, frame));
   // A deadline already passed still gets the server's answer (the key may
   // exist): the grace counts from now then, not from the past deadline.
   const Deadline recv_deadline = wait_deadline == absl::InfiniteFuture()
@@ -175,6 +191,7 @@ absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::st
       !rest.ok()) {
     return fail(rest);
   }
+  unanswered_.clear();
   const auto code = static_cast<uint8_t>(payload[0]);
   payload.erase(0, 1);
   if (code == 0) return payload;
@@ -188,13 +205,8 @@ absl::StatusOr<std::string> TcpStore::RoundTrip(const std::string& what, std::st
 }
 
 absl::Status TcpStore::Set(absl::string_view key, absl::string_view value) {
-  const std::string what = absl::StrCat("Set(", Quoted(key), ")");
-  BRAID_ASSIGN_OR_RETURN(
-      std::string fields,
-      RoundTrip(what, std::move(Request(Opcode::kSet).String(key).String(value)).Finish(),
-                DeadlineIn(io_timeout_)));
-  if (!fields.empty()) return MalformedResponse(address_, what);
-  return absl::OkStatus();
+  return SendOnly(absl::StrCat("Set(", Quoted(key), ")"),
+                  std::move(Request(Opcode::kPut).String(key).String(value)).Finish());
 }
 
 absl::StatusOr<std::string> TcpStore::Get(absl::string_view key, Deadline deadline) {

@@ -16,6 +16,7 @@ std::string OpcodeName(uint8_t opcode) {
     case Opcode::kDelete: return "Delete";
     case Opcode::kNumKeys: return "NumKeys";
     case Opcode::kArrive: return "Arrive";
+    case Opcode::kPut: return "Put";
   }
   return absl::StrCat("opcode ", opcode);
 }

@@ -29,6 +29,8 @@ enum class Opcode : uint8_t {
   kDelete = 7,
   kNumKeys = 8,
   kArrive = 9,
+  // Set without an answer (TcpStore::Set).
+  kPut = 10,
 };
 
 // "Set", "Get", ... or "opcode N" for one this version does not know.

@@ -599,12 +599,15 @@ TEST_CASE("StoreServer: frames over max_frame_bytes are refused; under it, serve
   const std::string fits(4000, 'v');
   REQUIRE(store->Set("fits", fits).ok());
   CHECK(store->Get("fits", DeadlineIn(absl::Seconds(5))).value() == fits);
-  // The server closes the connection unanswered: kUnavailable naming it, and
-  // the client stays broken.
-  const absl::Status too_big = store->Set("too-big", std::string(5000, 'v'));
-  INFO(too_big);
-  CHECK(too_big.code() == absl::StatusCode::kUnavailable);
-  CHECK(absl::StrContains(too_big.message(), ToString(AddressOf(*server))));
+  // A Set has no answer: the server closes the connection over it, and the
+  // client's next call fails with kUnavailable naming the server and that
+  // Set; the client stays broken.
+  REQUIRE(store->Set("too-big", std::string(5000, 'v')).ok());
+  const absl::Status next = store->NumKeys().status();
+  INFO(next);
+  CHECK(next.code() == absl::StatusCode::kUnavailable);
+  CHECK(absl::StrContains(next.message(), ToString(AddressOf(*server))));
+  CHECK(absl::StrContains(next.message(), "after Set(\"too-big\"), sent without an answer"));
   CHECK(store->NumKeys().status().code() == absl::StatusCode::kUnavailable);
   auto fresh = ConnectTo(*server);
   CHECK(fresh->NumKeys().value() == 1);
@@ -680,6 +683,38 @@ TEST_CASE("StoreServer: the wire format is as documented", "[store][wire]") {
   PutI64(want, 2);
   CHECK(ReadResponse(raw.get()) == want);
   CHECK(ReadResponse(raw.get()) == std::string("\0\x01", 2));
+
+  // A Put has no answer; a Get after it in the same write sees its value.
+  std::string put_get;
+  fields.clear();
+  PutStr(fields, "put");
+  PutStr(fields, "quiet");
+  put_get += Frame(Payload(1, 10, fields));  // Put
+  fields.clear();
+  PutStr(fields, "put");
+  PutI64(fields, 1000);
+  put_get += Frame(Payload(1, 2, fields));  // Get
+  send(put_get);
+  want.assign(1, '\0');
+  PutStr(want, "quiet");
+  CHECK(ReadResponse(raw.get()) == want);
+
+  fields.clear();
+  PutStr(fields, "n");
+  PutI64(fields, 2);
+  PutI64(fields, 1000);
+  send(Frame(Payload(1, 9, fields)));  // Arrive: the counter ("n", deleted above) reaches 1 of 2...
+  fields.clear();
+  PutStr(fields, "n");
+  PutI64(fields, 1);
+  UniqueFd other = RawConnect(*server);
+  REQUIRE(SendAll(other.get(), Bytes(Frame(Payload(1, 3, fields))), DeadlineIn(absl::Seconds(5))).ok());  // Add
+  want.assign(1, '\0');
+  PutI64(want, 2);
+  CHECK(ReadResponse(other.get()) == want);
+  want.assign(1, '\0');
+  PutI64(want, 1);  // ...and is answered with its own arrival once another client's Add makes it 2
+  CHECK(ReadResponse(raw.get()) == want);
 }
 
 TEST_CASE("StoreServer: a client that hangs up while waiting is forgotten", "[store]") {
