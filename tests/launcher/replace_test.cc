@@ -252,6 +252,12 @@ TEST_CASE("replace: the workers' fallback key restarts every worker, as --restar
                             kEnv, tag, kWorkerContract);
   REQUIRE(agent > 0);
   std::unique_ptr<Store> store = WorkersStore(tag);
+  // Both workers have started once before the fallback asks for a restart
+  // (under TSan a worker can take longer to start than the key to arrive).
+  const Deadline started = DeadlineIn(absl::Seconds(10));
+  while ((Starts(starts, 0).empty() || Starts(starts, 1).empty()) && !Expired(started)) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   if (store != nullptr) {
     CHECK(store->Set(membership::FallbackKey(), "only 1 ranks are left (ids 0), fewer than the minimum of 2").ok());
   }
