@@ -18,6 +18,10 @@ struct KernelTable {
   const char* isa;
   // dst[i] = a[i] op b[i] for i < count; dst may equal a or b.
   void (*reduce)(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, size_t count);
+  // reduce, and the same results into `also` too; `also` may be a or b
+  // exactly (not the one dst is), else overlaps nothing.
+  void (*reduce_twice)(DType dtype, ReduceOp op, void* dst, void* also, const void* a, const void* b,
+                       size_t count);
   // data[i] /= divisor.
   void (*divide)(DType dtype, void* data, size_t count, int64_t divisor);
   // memcpy with non-temporal stores where the ISA has them (see HostStreamCopy).

@@ -92,6 +92,17 @@ void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<
   Kernels().reduce(dtype, op, dst.data(), a.data(), b.data(), dst.size() >> shift);
 }
 
+void HostReduceTwice(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<std::byte> also,
+                     absl::Span<const std::byte> a, absl::Span<const std::byte> b) {
+  const int shift = __builtin_ctzll(DTypeSize(dtype));
+  BRAID_CHECK(dst.size() == a.size() && dst.size() == b.size() && dst.size() == also.size() &&
+              (dst.size() & ((size_t{1} << shift) - 1)) == 0)
+      << "HostReduceTwice on " << dst.size() << ", " << also.size() << ", " << a.size() << ", " << b.size()
+      << " bytes of " << DTypeName(dtype);
+  if (dst.empty()) return;
+  Kernels().reduce_twice(dtype, op, dst.data(), also.data(), a.data(), b.data(), dst.size() >> shift);
+}
+
 void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src) {
   BRAID_CHECK(dst.size() == src.size()) << "HostStreamCopy of " << src.size() << " bytes into " << dst.size();
   if (!dst.empty()) Kernels().stream_copy(dst.data(), src.data(), dst.size());

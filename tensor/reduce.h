@@ -50,6 +50,11 @@ absl::Status DivideBy(const Tensor& dst, int64_t divisor);
 // of DTypeSize(dtype) (checked). dst may equal a or b; no partial overlap.
 void HostReduce(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<const std::byte> a,
                 absl::Span<const std::byte> b);
+// HostReduce writing every result into `also` too (same size): one pass for
+// two copies of the sum. `also` may be a or b exactly (not the one dst is),
+// else overlaps nothing.
+void HostReduceTwice(DType dtype, ReduceOp op, absl::Span<std::byte> dst, absl::Span<std::byte> also,
+                     absl::Span<const std::byte> a, absl::Span<const std::byte> b);
 void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor);
 // dst = src converted, element by element, between the float dtypes (f32,
 // f64, f16, bf16; round to nearest even). kInvalidArgument for any other

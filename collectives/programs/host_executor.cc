@@ -125,8 +125,17 @@ class PlanRun {
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> a, SpanOf(op.a, slot));
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> b,
                                op.b.buffer == Buffer::kPeerInput ? PeerOperand(op.b) : SpanOf(op.b, slot));
+        if (op.also.count == 0) {
+          HostReduce(args_.dtype, args_.op, dst, a, b);
+          return absl::OkStatus();
+        }
+        BRAID_ASSIGN_OR_RETURN(std::byte* to, PeerAt(op.also));
+        if (std::byte* mapped = windows_->MappedPeer(op.also.rank, to, dst.size())) {
+          HostReduceTwice(args_.dtype, args_.op, dst, absl::MakeSpan(mapped, dst.size()), a, b);
+          return absl::OkStatus();
+        }
         HostReduce(args_.dtype, args_.op, dst, a, b);
-        return absl::OkStatus();
+        return windows_->WritePeer(op.also.rank, dst, to, /*stream=*/false);
       }
       case Op::Kind::kCopy: {
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> src, SpanOf(op.a, slot));

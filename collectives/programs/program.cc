@@ -373,7 +373,8 @@ std::string DescribePlan(const Plan& plan) {
           absl::StrAppend(&out, " }");
           break;
         case Op::Kind::kReduce:
-          absl::StrAppend(&out, " ", region(op.dst), "=", region(op.a), "op", region(op.b));
+          absl::StrAppend(&out, " ", region(op.dst), op.also.count > 0 ? "+" + region(op.also) : "", "=",
+                          region(op.a), "op", region(op.b));
           break;
         case Op::Kind::kCopy:
         case Op::Kind::kReadPeer:

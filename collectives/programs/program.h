@@ -29,6 +29,8 @@
 //             and output for peer access, and carry this rank's Vote
 //   NextRound the next window half (every rank's, as kWindow regions)
 //   ReadPeer  dst = a, where a is a peer's published buffer (kernel copy)
+//   Reduce    may write its result into a peer's published output (`also`)
+//             as well: in one pass where that peer's memory is mapped
 //   WritePeer dst = a, where dst is a peer's published buffer
 // After a Sync with votes, ops whose `when` is kIfThroughWindows run only if
 // some rank voted so, and those with kIfDirect only if none did: the peer
@@ -100,6 +102,7 @@ struct Op {
   Region dst;                       // kReduce, kCopy, kDivide, kReadPeer, kWritePeer, kStep, kZero
   Region a;                         // kReduce, kCopy, kReadPeer, kWritePeer, kStep; kSync's payload
   Region b;                         // kReduce
+  Region also;                      // kReduce: a peer's output written the result too (count 0: none)
   bool stream = false;              // kCopy, kWritePeer: non-temporal stores
   uint32_t tag = 0;                 // kSync: checked alike on every rank
   bool publish = false;             // kSync

@@ -173,11 +173,16 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
       const Range piece{slice.begin + done, std::min(piece_elems, slice.length - done)};
       const Region out = at(Range{done, piece.length});
       const Region sum = stream_direct ? Scratch(0, piece.length) : out;
+      // The last reduction writes the sum into the next rank's output too,
+      // in the same pass, where the sum is final and goes there unstreamed.
+      const bool fused = r.peers_map && !stream_direct && r.args.op != ReduceOp::kAvg && when == W::kIfDirect;
       for (int k = 1; k < n; ++k) {
         const int peer = (me + k) % n;
         const Region first = k == 1 ? In(piece) : sum;
         if (r.peers_map) {  // read where it lies
-          ops.push_back(When(ReduceOp3(sum, first, PeerIn(peer, piece)), when));
+          Op reduce = ReduceOp3(sum, first, PeerIn(peer, piece));
+          if (fused && k == n - 1) reduce.also = PeerOut((me + 1) % n, piece);
+          ops.push_back(When(std::move(reduce), when));
           continue;
         }
         const Region theirs = Scratch(0, piece.length);
@@ -191,7 +196,7 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
         copy.stream = true;
         ops.push_back(When(std::move(copy), when));
       }
-      for (int k = 1; k < n; ++k) {
+      for (int k = fused ? 2 : 1; k < n; ++k) {
         const int peer = (me + k) % n;
         Op write = Local(Op::Kind::kWritePeer, PeerOut(peer, piece), sum);
         write.stream = stream_direct;

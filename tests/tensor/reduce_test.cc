@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +145,55 @@ TEST_CASE("Host reduce kernels match the scalar reference for every ISA, dtype, 
     }
   }
   CHECK(cases >= 8 * 5 * 15 * 3 * 3);
+}
+
+// reduce_twice: dst and `also` both get a op b, whichever of the inputs
+// either one is (in place, a peer's output is its input).
+template <typename T>
+std::string CheckTwice(const cpu_kernels::KernelTable& table, ReduceOp op, size_t count, int dst_is, int also_is,
+                       std::mt19937_64& rng) {
+  std::vector<T> a(count), b(count), out(count), extra(count);
+  for (size_t i = 0; i < count; ++i) {
+    a[i] = RandomValue<T>(rng, i);
+    b[i] = RandomValue<T>(rng, i + 11);
+  }
+  std::vector<T> expected(count);
+  for (size_t i = 0; i < count; ++i) expected[i] = Reference<T>(op, a[i], b[i]);
+  auto pick = [&](int which, std::vector<T>& own) { return which == 1 ? a.data() : which == 2 ? b.data() : own.data(); };
+  T* dst = pick(dst_is, out);
+  T* also = pick(also_is, extra);
+  table.reduce_twice(DTypeOf<T>(), op, dst, also, a.data(), b.data(), count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!SameBits(dst[i], expected[i]) || !SameBits(also[i], expected[i])) {
+      return absl::StrCat(table.isa, " ", DTypeName(DTypeOf<T>()), " ", ReduceOpName(op), " count ", count, " dst ",
+                          dst_is, " also ", also_is, ": element ", i, " differs");
+    }
+  }
+  return "";
+}
+
+TEST_CASE("Host reduce_twice kernels write both copies, with dst or `also` an input", "[tensor][reduce]") {
+  std::mt19937_64 rng(4321);
+  // 0: its own array; 1: a; 2: b.
+  const std::pair<int, int> placements[] = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {0, 2}, {1, 2}, {2, 1}};
+  size_t cases = 0;
+  for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp op : kAllReduceOps) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{15}, size_t{33}, size_t{1000}, size_t{4097}}) {
+          for (const auto& [dst_is, also_is] : placements) {
+            const std::string failure = DispatchDType(dtype, [&](auto zero) {
+              return CheckTwice<decltype(zero)>(*table, op, count, dst_is, also_is, rng);
+            });
+            INFO(failure);
+            REQUIRE(failure.empty());
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases >= 8 * 5 * 6 * 7);
 }
 
 TEST_CASE("Host f16 kernels agree with the scalar conversions on every bit pattern", "[tensor][reduce][f16]") {

@@ -335,6 +335,23 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   CHECK(described.find("sync+publish+vote") != std::string::npos);
   CHECK(described.find("direct: peer_out@0[") != std::string::npos);
   CHECK(described.find("windows: next_round") != std::string::npos);
+  // Where the peers map the buffers, the reduction of each piece writes the
+  // peer's output in the same pass (rank 1 of 2: its slice [1500, 3000)),
+  // and no separate write to the peer is left; avg divides first, so not there.
+  request.peers_map = true;
+  absl::StatusOr<Plan> mapped = MakePlan(request);
+  REQUIRE(mapped.ok());
+  const std::string fused = DescribePlan(*mapped);
+  INFO(fused);
+  CHECK(fused.find("direct: out[1500,3000)+peer_out@0[1500,3000)=in[1500,3000)oppeer_in@0[1500,3000)") !=
+        std::string::npos);
+  CHECK(fused.find("direct: peer_out@0[") == std::string::npos);
+  request.args.op = ReduceOp::kAvg;
+  absl::StatusOr<Plan> averaged = MakePlan(request);
+  REQUIRE(averaged.ok());
+  CHECK(DescribePlan(*averaged).find("direct: peer_out@0[1500,3000)=out[1500,3000)") != std::string::npos);
+  request.args.op = ReduceOp::kSum;
+  request.peers_map = false;
   // Without a window there is nothing to plan in.
   request.window_half_bytes = 0;
   CHECK(!MakePlan(request).ok());
