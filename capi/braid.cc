@@ -24,6 +24,7 @@
 #include "runtime/process_group.h"
 #include "runtime/reducer.h"
 #include "runtime/worker_env.h"
+#include "tensor/mappable_memory.h"
 #include "tensor/tensor.h"
 
 namespace braid::capi {
@@ -82,6 +83,20 @@ extern "C" {
 const char* braid_version(void) { return braid::capi::kVersion; }
 int braid_abi_version(void) { return BRAID_ABI_VERSION; }
 const char* braid_last_error(void) { return braid::capi::LastError().c_str(); }
+
+braid_status braid_mem_alloc(size_t bytes, void** data) {
+  if (data == nullptr) return Invalid("braid_mem_alloc: the result pointer is NULL");
+  *data = nullptr;
+  if (bytes == 0) return Invalid("braid_mem_alloc: 0 bytes");
+  BRAID_CAPI_ASSIGN(memory, braid::AllocateMappable(bytes));
+  *data = memory;
+  braid::capi::LastError().clear();
+  return BRAID_OK;
+}
+
+void braid_mem_free(void* data) {
+  if (data != nullptr) braid::FreeMappable(static_cast<std::byte*>(data));
+}
 
 void braid_group_options_init(braid_group_options* options) {
   *options = braid_group_options{};

@@ -111,6 +111,20 @@ BRAID_API int braid_abi_version(void);
  * stays valid until the thread's next braid call. */
 BRAID_API const char* braid_last_error(void);
 
+/* ---- Memory the peers on this host map --------------------------------
+ * As ncclMemAlloc: `bytes` of zeroed host memory (a memfd of its own) that
+ * the group's shm peers map once and then read and write in place, with no
+ * kernel copy; collectives on buffers inside it take braid's fastest
+ * one-host paths. Any buffer still works, only slower. 4 KiB pages (no
+ * huge pages): for communication buffers, not compute. A forked child gets
+ * a private copy. BRAID_RESOURCE_EXHAUSTED when no more can be made (a
+ * quarter of the descriptor limit, at most 1,024, are live): use ordinary
+ * memory then. */
+BRAID_API braid_status braid_mem_alloc(size_t bytes, void** data);
+/* Frees what braid_mem_alloc returned (NULL: nothing). Peers that mapped it
+ * keep their pages until they let go of them. */
+BRAID_API void braid_mem_free(void* data);
+
 /* ---- A store of the caller's, to rendezvous over ------------------------
  * By default a group meets through braid's own store (braidrun's, or one
  * that rank 0 hosts on MASTER_ADDR:MASTER_PORT). A framework with a store of

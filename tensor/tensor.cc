@@ -85,7 +85,10 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocatePinned(size_t nbytes) 
 }
 
 std::shared_ptr<Storage> Storage::Borrow(void* data, size_t nbytes, Device device) {
-  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, false));
+  // A caller's buffer from braid_mem_alloc (torch's tensors under
+  // braid.torch.use_mappable_memory) is as mappable as braid's own.
+  const bool mappable = device.is_cpu() && nbytes > 0 && FindMappable(data, nbytes).has_value();
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, device, false, false, mappable));
 }
 
 Storage::~Storage() {

@@ -53,6 +53,8 @@ class Storage {
   // extra bounce. kFailedPrecondition without --config=cuda; kInternal naming
   // cudaHostAlloc when CUDA fails (no driver, out of pinned memory).
   static absl::StatusOr<std::shared_ptr<Storage>> AllocatePinned(size_t nbytes);
+  // The caller's memory, not freed here; mappable() when it lies inside one
+  // AllocateMappable allocation.
   static std::shared_ptr<Storage> Borrow(void* data, size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -67,7 +69,7 @@ class Storage {
   // memory, or private memory from 1 MiB up, on 2 MiB boundaries advised as
   // huge pages (process_vm_readv pins a huge page at a time, not 4 KiB).
   bool peer_fast() const;
-  // Memory of a memfd the peers may map (AllocateMappable).
+  // Memory of a memfd the peers may map (AllocateMappable), owned or borrowed.
   bool mappable() const { return mappable_; }
 
  private:

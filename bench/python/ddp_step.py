@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import braid.torch  # noqa: F401
+import braid.torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=20)
@@ -24,12 +24,25 @@ parser.add_argument("--rounds", type=int, default=3)
 parser.add_argument("--batch", type=int, default=32, help="samples per rank and step")
 parser.add_argument("--models", default="tutorial,mlp")
 parser.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True for both")
+parser.add_argument("--mappable", action="store_true",
+                    help="a third entry: braid with braid.torch.use_mappable_memory() on during its steps")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
 rank, size = dist.get_rank(), dist.get_world_size()
 groups = {"gloo": dist.group.WORLD, "braid": dist.new_group(backend="braid")}
+if args.mappable:
+    groups["braid, mappable"] = groups["braid"]
+
+
+def memory_for(name):
+    """The mappable entry's buckets and activations come from memory the peers map (DDP rebuilds its
+    buckets in the first steps, so the allocator is on during all of that entry's steps)."""
+    if name.endswith("mappable"):
+        braid.torch.use_mappable_memory()
+    else:
+        braid.torch.use_default_memory()
 
 MODELS = {
     "tutorial": lambda: nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Linear(512, 10)),
@@ -61,6 +74,7 @@ for model_name in args.models.split(","):
     torch.manual_seed(0)
     ddps = {}
     for name, pg in groups.items():
+        memory_for(name)
         model = make()
         ddp = DDP(model, process_group=pg, gradient_as_bucket_view=args.bucket_view)
         ddps[name] = (ddp, torch.optim.SGD(model.parameters(), lr=1e-3))
@@ -70,9 +84,11 @@ for model_name in args.models.split(","):
     y = torch.randn(args.batch, outputs)
     samples = {(name, ns): [] for name in groups for ns in (False, True)}
     for name, (ddp, opt) in ddps.items():  # warm up
+        memory_for(name)
         step_time(ddp, x, y, opt, False)
     for _ in range(args.rounds):
         for name, (ddp, opt) in ddps.items():
+            memory_for(name)
             for ns in (False, True):
                 samples[(name, ns)].append(step_time(ddp, x, y, opt, ns))
     for name in groups:

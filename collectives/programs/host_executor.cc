@@ -196,7 +196,13 @@ class PlanRun {
     }
     const PeerBuffers& theirs = published_[static_cast<size_t>(r.rank)];
     std::byte* base = input ? const_cast<std::byte*>(theirs.input) : theirs.output;
-    if (base == nullptr) return absl::InternalError(absl::StrCat("rank ", r.rank, " published no such buffer"));
+    if (base == nullptr) {
+      // Ranks choose window or peer access by their own buffers' memory.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r.rank, " published no ", input ? "input" : "output",
+          " buffer: it ran another algorithm for this collective; were its buffers allocated as this rank's? "
+          "(mappable memory, braid_mem_alloc or braid.torch.use_mappable_memory, on some ranks only)"));
+    }
     return base + r.begin * es_;
   }
 

@@ -8,6 +8,7 @@
 
 #include "capi/braid.h"
 #include "python/torch_backend/backend.h"
+#include "python/torch_backend/mappable_allocator.h"
 
 PYBIND11_MODULE(_torch, m) {
   using braid_torch::BraidBackend;
@@ -41,5 +42,9 @@ PYBIND11_MODULE(_torch, m) {
       pybind11::arg("group_handle"), pybind11::arg("store").none(true), pybind11::arg("timeout_sec"),
       "A backend over a braid group this process holds (a Group's or a backend's _group_handle):\n"
       "no rendezvous, the same connections. Not collective. timeout_sec <= 0: BRAID_TIMEOUT_SEC.");
+  m.def("use_mappable_memory", &braid_torch::UseMappableMemory, pybind11::arg("min_bytes"),
+        "torch's CPU allocations of at least min_bytes come from braid_mem_alloc from now on (process-wide).");
+  m.def("use_default_memory", &braid_torch::UseDefaultMemory,
+        "torch's CPU allocator as it was before use_mappable_memory.");
   m.attr("braid_version") = braid_version();
 }

@@ -82,6 +82,28 @@ int main(void) {
     expect(out[i] == want, "all_reduce max", i, out[i], want);
   }
 
+  /* braid_mem_alloc: memory the peers map, zeroed; all-reduce in it in and out of place. */
+  float* shared_in = NULL;
+  float* shared_out = NULL;
+  CHECK_OK(braid_mem_alloc(sizeof(float) * N * 64, (void**)&shared_in));
+  CHECK_OK(braid_mem_alloc(sizeof(float) * N * 64, (void**)&shared_out));
+  for (int i = 0; i < N * 64; ++i) expect(shared_in[i] == 0.0f, "braid_mem_alloc zeroed", i, shared_in[i], 0);
+  for (int i = 0; i < N * 64; ++i) shared_in[i] = (float)(rank + 1 + i % 5);
+  braid_buffer mi = f32(shared_in, N * 64), mo = f32(shared_out, N * 64);
+  CHECK_OK(braid_all_reduce(group, &mi, &mo, BRAID_SUM, NULL, NULL));
+  CHECK_OK(braid_all_reduce(group, &mi, &mi, BRAID_SUM, NULL, NULL));
+  for (int i = 0; i < N * 64; ++i) {
+    const float want = ranks_sum + (float)(size * (i % 5));
+    expect(shared_out[i] == want, "all_reduce in braid_mem_alloc memory", i, shared_out[i], want);
+    expect(shared_in[i] == want, "all_reduce in place in braid_mem_alloc memory", i, shared_in[i], want);
+  }
+  braid_mem_free(shared_in);
+  braid_mem_free(shared_out);
+  braid_mem_free(NULL);
+  void* none = &none;
+  expect(braid_mem_alloc(0, &none) == BRAID_INVALID_ARGUMENT && none == NULL, "braid_mem_alloc(0)", 0, 0, 0);
+  expect(braid_mem_alloc(16, NULL) == BRAID_INVALID_ARGUMENT, "braid_mem_alloc into NULL", 0, 0, 0);
+
   /* broadcast from the last rank, int64. */
   int64_t longs[N];
   for (int i = 0; i < N; ++i) longs[i] = rank == size - 1 ? (int64_t)i * 1000003 : -1;

@@ -539,6 +539,62 @@ def test_one_runtime():
     check(len(libs) == 1, f"one libbraid.so in the process, found {sorted(libs)}")
 
 
+def memfd_spans():
+    """(start, end) of every braid_mem_alloc mapping in this process."""
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "memfd:braid-buffer" in line:
+                start, end = line.split()[0].split("-")
+                spans.append((int(start, 16), int(end, 16)))
+    return spans
+
+
+def in_memfd(t):
+    at = t.data_ptr()
+    return any(start <= at and at + t.numel() * t.element_size() <= end for start, end in memfd_spans())
+
+
+def test_mappable_memory():
+    # torch's tensors from 64 KiB in memory the peers map: reduced in place
+    # there, through frees and reused addresses, in and out of place.
+    braid.torch.use_mappable_memory(min_bytes=64 << 10)
+    try:
+        small = torch.zeros(100)
+        check(not in_memfd(small), "a 400-byte tensor in mappable memory (min_bytes 64 KiB)")
+        total = world * (world + 1) // 2
+        for i, n in enumerate((1 << 14, 1 << 18, 50_003, 1 << 20)):
+            x = torch.full((n,), float(rank + 1)) + torch.arange(n, dtype=torch.float32) % 7
+            check(in_memfd(x), f"a {n * 4}-byte tensor is not in braid_mem_alloc memory")
+            dist.all_reduce(x)
+            want = total + world * (torch.arange(n, dtype=torch.float32) % 7)
+            check_equal(x, want, f"all_reduce of a mappable tensor, n={n}, round {i}")
+            parts = [torch.empty(n) for _ in range(world)]
+            dist.all_gather(parts, torch.full((n,), float(rank)))
+            for r, part in enumerate(parts):
+                check_equal(part, torch.full((n,), float(r)), f"all_gather into mappable tensors, n={n}")
+            out = torch.empty(n // world)
+            dist.reduce_scatter_tensor(out, torch.full((n // world * world,), float(rank + 1)))
+            check_equal(out, torch.full(out.shape, float(total)), f"reduce_scatter_tensor, n={n}")
+            del x, parts, out
+        # A freed tensor's block is kept and handed to the next of its size, still mapped by the peers.
+        for value in (1.0, 2.0, 3.0):
+            z = torch.full((1 << 16,), value * (rank + 1))
+            at = z.data_ptr() if value == 1.0 else at
+            check(z.data_ptr() == at, "a kept block was not handed out again for the same size")
+            dist.all_reduce(z)
+            check_equal(z, torch.full((1 << 16,), value * total), f"all_reduce in a kept block, value {value}")
+            del z
+    finally:
+        braid.torch.use_default_memory()
+    check(not in_memfd(torch.zeros(1 << 18)), "use_default_memory left the allocator mappable")
+    try:
+        braid.torch.use_mappable_memory(0)
+        check(False, "use_mappable_memory(0) accepted")
+    except ValueError:
+        pass
+
+
 def main():
     global rank, world, gloo
     dist.init_process_group("braid")
@@ -556,7 +612,7 @@ def main():
                  test_gather_scatter, test_coalesced_gathers, test_reduce_scatter, test_all_to_all, test_send_recv,
                  test_barrier, test_monitored_barrier, test_refusals,
                  test_work_wait_timeout, test_subgroup, test_split_group, test_completion_order,
-                 test_waits_in_and_out_of_order, test_destroy_with_pending, test_one_runtime):
+                 test_waits_in_and_out_of_order, test_destroy_with_pending, test_one_runtime, test_mappable_memory):
         test()
         print(f"rank {rank}: {test.__name__} ok", flush=True)
     dist.destroy_process_group()

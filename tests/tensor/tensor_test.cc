@@ -230,6 +230,25 @@ TEST_CASE("Storage: mappable buffers are memfds listed for the peers to map", "[
   CHECK_FALSE(FindMappable(bytes, 8).has_value());
 }
 
+TEST_CASE("Storage: a view of mappable memory is mappable, of private memory not", "[tensor]") {
+  absl::StatusOr<std::byte*> memory = AllocateMappable(1 << 16);
+  REQUIRE(memory.ok());
+  Tensor inside = Tensor::View(*memory + 4096, {1024}, DType::kF32);
+  CHECK(inside.storage()->mappable());
+  CHECK(inside.storage()->peer_fast());
+  CHECK_FALSE(inside.storage()->owning());
+  // Running past the allocation's end: not all of it can be mapped.
+  Tensor past = Tensor::View(*memory + (1 << 16) - 64, {32}, DType::kF32);
+  CHECK_FALSE(past.storage()->mappable());
+  std::vector<float> heap(1024);
+  Tensor private_view = Tensor::View(heap.data(), {1024}, DType::kF32);
+  CHECK_FALSE(private_view.storage()->mappable());
+  CHECK_FALSE(private_view.storage()->peer_fast());
+  FreeMappable(*memory);
+  Tensor freed = Tensor::View(*memory, {16}, DType::kF32);  // the address only: not touched
+  CHECK_FALSE(freed.storage()->mappable());
+}
+
 TEST_CASE("Storage: a forked child writes its own copy of a mappable buffer, not the parent's", "[tensor]") {
   absl::StatusOr<Tensor> big = Tensor::Zeros({int64_t{1} << 18}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
   REQUIRE(big.ok());

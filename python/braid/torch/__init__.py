@@ -22,7 +22,13 @@ gradients reduced by braid, `allreduce_hook` is a DDP communication hook:
 
     ddp.register_comm_hook(braid.init(), braid.torch.allreduce_hook)      # under braidrun
     ddp.register_comm_hook(dist.new_group(backend="braid"), braid.torch.allreduce_hook)  # anywhere
+
+torch's CPU tensors live in private memory, which the other ranks on the
+host reach only through kernel copies. After `use_mappable_memory()` (before
+DDP is built), torch's larger CPU tensors, DDP's gradient buckets among them,
+come from memory the peers map, and the backend reduces them in place there.
 """
+
 
 import atexit
 import threading
@@ -33,7 +39,7 @@ import torch.distributed as dist  # before _torch: registers c10d's ProcessGroup
 import braid
 from braid import _torch
 
-__all__ = ["BACKEND", "allreduce_hook", "create_backend"]
+__all__ = ["BACKEND", "allreduce_hook", "create_backend", "use_default_memory", "use_mappable_memory"]
 
 BACKEND = "braid"
 
@@ -175,3 +181,43 @@ def allreduce_hook(state, bucket):
     opts = dist.AllreduceOptions()
     opts.reduceOp = dist.ReduceOp.AVG
     return state.allreduce([tensor], opts).get_future().then(lambda fut: fut.value()[0])
+
+
+def use_mappable_memory(min_bytes=1 << 20):
+    """torch's CPU tensors of at least `min_bytes` from braid_mem_alloc, from now on.
+
+    Process-wide (torch has one CPU allocator): every CPU allocation of
+    `min_bytes` or more becomes a memfd of its own that braid's shm peers map
+    once and then read and write in place, so collectives on such tensors
+    (DDP's gradient buckets: call this before building DDP) take braid's
+    fastest one-host paths instead of kernel copies. Smaller allocations, and
+    any past the descriptor cap (a quarter of RLIMIT_NOFILE, at most 1,024
+    live), come from torch's allocator as before. A freed tensor's memory is
+    kept for the next tensor of the same size in bytes (training makes the
+    same sizes every step; a kept block is already mapped by the peers)
+    until `use_default_memory()`. The costs: 4 KiB pages
+    (compute on such tensors can be a few percent slower), one descriptor per
+    tensor, and a fork (DataLoader workers) copies these tensors into the
+    child. Call again to change `min_bytes`; `use_default_memory()` undoes it.
+
+    Call it on every rank alike: a collective whose tensors are mappable on
+    some ranks and not on others makes the ranks choose different one-host
+    algorithms, and it fails (an error naming the rank without buffers). To
+    keep ranks from reaching the descriptor cap apart, the soft descriptor
+    limit is raised toward 4,096 (the hard limit allowing).
+    """
+    import resource
+
+    min_bytes = int(min_bytes)
+    if min_bytes < 1:
+        raise ValueError(f"use_mappable_memory: min_bytes must be at least 1, not {min_bytes}")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    _torch.use_mappable_memory(min_bytes)
+
+
+def use_default_memory():
+    """torch's CPU allocator as before use_mappable_memory(); frees the kept blocks. Tensors made meanwhile stay valid."""
+    _torch.use_default_memory()
