@@ -36,6 +36,12 @@ std::string QuotedList(const std::vector<std::string>& keys) {
 }
 
 // Timeouts arrive as "ms left"; < 0 means none.
+// What a barrier that timed out answers; `arrived`: the counter's value.
+std::string BarrierTimedOut(absl::string_view key, absl::string_view arrived, int64_t count, int64_t timeout_ms) {
+  return absl::StrCat("timed out after ", timeout_ms, " ms at barrier ", Quoted(key), ": ", arrived, " of ", count,
+                      " arrived");
+}
+
 absl::Time DeadlineAfter(int64_t timeout_ms) {
   return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
 }
@@ -169,7 +175,7 @@ void ServerLoop::Arrive(Request& r) {
     Respond(r.conn, std::move(FrameWriter().U8(0).I64(arrival)).Finish());
   } else if (timeout_ms == 0) {
     RespondError(r.conn, absl::StatusCode::kDeadlineExceeded,
-                 absl::StrCat("timed out at barrier ", Quoted(key), ": ", arrival, " of ", count, " arrived"));
+                 BarrierTimedOut(key, absl::StrCat(arrival), count, timeout_ms));
   } else {
     Park(r.conn, Parked{Opcode::kArrive, {key}, key, DeadlineAfter(timeout_ms), timeout_ms, count, arrival});
   }
@@ -381,9 +387,8 @@ void ServerLoop::ExpireWaiters() {
                              Quoted(parked.keys[0]));
     } else if (parked.op == Opcode::kArrive) {
       auto it = table_.find(parked.waiting_on);
-      message = absl::StrCat("timed out after ", parked.timeout_ms, " ms at barrier ", Quoted(parked.waiting_on),
-                             ": ", it == table_.end() ? "(counter deleted)" : it->second, " of ", parked.count,
-                             " arrived");
+      message = BarrierTimedOut(parked.waiting_on, it == table_.end() ? "(counter deleted)" : it->second,
+                                parked.count, parked.timeout_ms);
     } else {
       std::vector<std::string> missing;
       for (const std::string& key : parked.keys) {
