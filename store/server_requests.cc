@@ -35,13 +35,13 @@ std::string QuotedList(const std::vector<std::string>& keys) {
   });
 }
 
-// Timeouts arrive as "ms left"; < 0 means none.
 // What a barrier that timed out answers; `arrived`: the counter's value.
 std::string BarrierTimedOut(absl::string_view key, absl::string_view arrived, int64_t count, int64_t timeout_ms) {
   return absl::StrCat("timed out after ", timeout_ms, " ms at barrier ", Quoted(key), ": ", arrived, " of ", count,
                       " arrived");
 }
 
+// Timeouts arrive as "ms left"; < 0 means none.
 absl::Time DeadlineAfter(int64_t timeout_ms) {
   return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
 }

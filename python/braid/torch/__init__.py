@@ -29,7 +29,6 @@ DDP is built), torch's larger CPU tensors, DDP's gradient buckets among them,
 come from memory the peers map, and the backend reduces them in place there.
 """
 
-
 import atexit
 import threading
 
