@@ -156,10 +156,17 @@ Algorithm Communicator::Resolve(Algorithm requested) const {
 
 absl::StatusOr<Algorithm> Communicator::AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, PeerMemory memory,
                                                      const CallOptions& call) const {
-  absl::StatusOr<Algorithm> algorithm =
-      selector_.Select(kind, count, DTypeSize(dtype), Resolve(call.algorithm), memory);
+  BRAID_ASSIGN_OR_RETURN(const Selection selection, Select(kind, count, dtype, Resolve(call.algorithm), memory));
+  return selection.window_vote ? Algorithm::kWindow : selection.algorithm;
+}
+
+absl::StatusOr<Communicator::Selection> Communicator::Select(CollectiveKind kind, size_t count, DType dtype,
+                                                             Algorithm requested, PeerMemory memory) const {
+  absl::StatusOr<Algorithm> algorithm = selector_.Select(kind, count, DTypeSize(dtype), requested);
   if (!algorithm.ok()) return Annotate(algorithm.status(), absl::StrCat("rank ", rank_));
-  return algorithm;
+  const bool window_vote = *algorithm == Algorithm::kPeerAccess && kind == CollectiveKind::kAllReduce &&
+                           selector_.WantsWindow(count, DTypeSize(dtype), requested, memory);
+  return Selection{*algorithm, window_vote};
 }
 
 absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const CallOptions& call) {
@@ -181,13 +188,13 @@ absl::StatusOr<WorkHandle> Communicator::Enqueue(const Request& request, const C
           "rank ", rank_, ": communicator aborted by an earlier error: ", failure_.message()));
     }
     LastSelection& last = last_selection_;
-    if (last.chosen == Algorithm::kAuto || last.kind != request.kind || last.count != request.count ||
+    if (last.chosen.algorithm == Algorithm::kAuto || last.kind != request.kind || last.count != request.count ||
         last.dtype != request.dtype || last.requested != requested || last.memory != memory) {
-      BRAID_ASSIGN_OR_RETURN(const Algorithm chosen,
-                             AlgorithmFor(request.kind, request.count, request.dtype, memory, call));
+      BRAID_ASSIGN_OR_RETURN(const Selection chosen, Select(request.kind, request.count, request.dtype, requested, memory));
       last = {request.kind, request.count, request.dtype, requested, memory, chosen};
     }
-    const Algorithm algorithm = last.chosen;
+    const Algorithm algorithm = last.chosen.algorithm;
+    task.window_vote = last.chosen.window_vote;
     CollectiveArgs& args = task.args;
     args.kind = request.kind;
     // Point to point is not collective: the other ranks do not count it.
@@ -321,7 +328,7 @@ absl::Status Communicator::Dispatch(const Task& task, const Tensor& in, const Te
     return absl::OkStatus();
   }
   return RunAlgorithm(*transport_, task.algorithm, task.args, ConstBytes(in), Bytes(out), scratch_,
-                      selector_.window_plan());
+                      selector_.window_plan(), task.window_vote);
 }
 
 bool Communicator::RunTask(Task& task, const Tensor& in, const Tensor& out) {

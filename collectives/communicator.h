@@ -195,7 +195,8 @@ class Communicator {
 
   // What a `kind` collective of `count` elements of `dtype` would run under
   // `call` (count as CollectiveArgs has it): the selector's answer after the
-  // precedence above; memory as Selector::Select has it. For tests and benchmarks.
+  // precedence above, where every rank's buffers are `memory` (the window
+  // where a peer all-reduce's vote would take it). For tests and benchmarks.
   absl::StatusOr<Algorithm> AlgorithmFor(CollectiveKind kind, size_t count, DType dtype, PeerMemory memory,
                                          const CallOptions& call = {}) const;
   // Whether the transport has its own collectives (Algorithm::kNative), and their engine ("MPI").
@@ -239,10 +240,21 @@ class Communicator {
     const Tensor* out = nullptr;
     std::shared_ptr<SplitJob> split;  // kSplit only
   };
+  // What the selector chose (Algorithm::kAuto: nothing yet), and whether
+  // this rank votes for the window in a peer all-reduce (Selector::WantsWindow).
+  struct Selection {
+    Algorithm algorithm = Algorithm::kAuto;
+    bool window_vote = false;
+  };
+  absl::StatusOr<Selection> Select(CollectiveKind kind, size_t count, DType dtype, Algorithm requested,
+                                   PeerMemory memory) const;
+
   struct Task {
     WorkHandle work;
     CollectiveArgs args;
     Algorithm algorithm = Algorithm::kAuto;
+    // A peer all-reduce where this rank's memory wants the window (Selector::WantsWindow).
+    bool window_vote = false;
     int peer = -1;  // send / recv
     // Kept alive while queued; an inline task uses the caller's own.
     Tensor in;
@@ -351,7 +363,7 @@ class Communicator {
     DType dtype = DType::kU8;
     Algorithm requested = Algorithm::kAuto;
     PeerMemory memory = PeerMemory::kSlow;
-    Algorithm chosen = Algorithm::kAuto;
+    Selection chosen;
   };
   LastSelection last_selection_ ABSL_GUARDED_BY(mu_);
   WorkHandle spare_works_[4] ABSL_GUARDED_BY(mu_);  // Work::Reuse's

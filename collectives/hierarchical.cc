@@ -84,8 +84,12 @@ absl::Status HostLevels::RunStep(const LevelStep& step, const CollectiveArgs& ar
   if (step_args.op == ReduceOp::kAvg) step_args.op = ReduceOp::kSum;  // the plan divides once, by the whole group
   BRAID_ASSIGN_OR_RETURN(const Algorithm algorithm, selector.Select(step_args.kind, step_args.count,
                                                                     DTypeSize(step_args.dtype), Algorithm::kAuto));
+  // Every rank's level buffers are taken as braid's own (kFast), alike.
+  const bool window_vote = algorithm == Algorithm::kPeerAccess && step_args.kind == CollectiveKind::kAllReduce &&
+                           selector.WantsWindow(step_args.count, DTypeSize(step_args.dtype), Algorithm::kAuto,
+                                                PeerMemory::kFast);
   absl::Status status =
-      RunAlgorithm(level, algorithm, step_args, input, output, step_scratch_, selector.window_plan());
+      RunAlgorithm(level, algorithm, step_args, input, output, step_scratch_, selector.window_plan(), window_vote);
   if (status.ok()) return status;
   // The level's messages number its own ranks: say which ranks of the whole group those are.
   const std::vector<int> members = local ? layout_.LocalGroup(rank_) : layout_.CrossGroup(rank_);

@@ -15,7 +15,7 @@ namespace {
 // may differ from the kind the frames carry), run by the host executor.
 absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape, const CollectiveArgs& args,
                         absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
-                        const WindowPlan& window = {}) {
+                        const WindowPlan& window = {}, bool window_vote = false) {
   BRAID_RETURN_IF_ERROR(CheckShape(t, shape, args, input, output));
   PlanRequest request{algorithm, args, t.rank(), t.size()};
   request.args.kind = shape;
@@ -29,6 +29,7 @@ absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape,
     // A large output of its own is not in the cache (the input was read, not
     // it): written around the cache rather than read a line at a time first.
     request.stream_out = output.data() != input.data() && output.size() >= window.stream_output_bytes;
+    request.window_vote = window_vote;
     request.peers_map = algorithm == Algorithm::kPeerAccess && FindMappable(input.data(), input.size()).has_value() &&
                         FindMappable(output.data(), output.size()).has_value();
   }
@@ -40,8 +41,10 @@ absl::Status RunProgram(Transport& t, Algorithm algorithm, CollectiveKind shape,
 
 absl::Status RunAlgorithm(Transport& t, Algorithm algorithm, const CollectiveArgs& args,
                           absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
-                          const WindowPlan& plan) {
-  if (HasProgram(algorithm, args.kind)) return RunProgram(t, algorithm, args.kind, args, input, output, scratch, plan);
+                          const WindowPlan& plan, bool window_vote) {
+  if (HasProgram(algorithm, args.kind)) {
+    return RunProgram(t, algorithm, args.kind, args, input, output, scratch, plan, window_vote);
+  }
   return absl::InternalError(absl::StrCat("no ", AlgorithmName(algorithm), " ", CollectiveKindName(args.kind)));
 }
 

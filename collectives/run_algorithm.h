@@ -17,9 +17,11 @@ namespace braid {
 
 // `algorithm` for `args.kind` (as the selector named it; the sizes of
 // algorithms.h). Not send and receive (p2p), which name a peer.
+// `window_vote`: a peer all-reduce where this rank votes for the window
+// (Selector::WantsWindow).
 absl::Status RunAlgorithm(Transport& transport, Algorithm algorithm, const CollectiveArgs& args,
                           absl::Span<const std::byte> input, absl::Span<std::byte> output, Scratch& scratch,
-                          const WindowPlan& plan);
+                          const WindowPlan& plan, bool window_vote = false);
 
 // A ring all-gather whose frames carry args.kind (the communicator's own
 // exchanges: the cross-check of a collective's arguments, straggler windows).

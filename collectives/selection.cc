@@ -102,7 +102,8 @@ Algorithm Selector::ResolveDirect(size_t count, size_t element_size, PeerMemory 
   if (!caps_.shared_windows) return Algorithm::kOneShot;
   // Every rank decides alike: same size, same collective probe verdict.
   const size_t slice_bytes = count / static_cast<size_t>(caps_.size) * element_size;
-  const size_t from = memory == PeerMemory::kMapped ? thresholds_.peer_access_mapped_min_slice_bytes
+  const size_t from = memory == PeerMemory::kMapped ? std::min(thresholds_.peer_access_mapped_min_slice_bytes,
+                                                              thresholds_.peer_access_min_slice_bytes)
                                                     : thresholds_.peer_access_min_slice_bytes;
   if (caps_.peer_access && slice_bytes >= from) return Algorithm::kPeerAccess;
   return Algorithm::kWindow;
@@ -182,8 +183,12 @@ absl::StatusOr<Algorithm> Selector::SelectDevice(CollectiveKind kind, size_t cou
   }
 }
 
+bool Selector::WantsWindow(size_t count, size_t element_size, Algorithm requested, PeerMemory memory) const {
+  return SelectAllReduce(count, element_size, requested, memory) == Algorithm::kWindow;
+}
+
 absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, size_t element_size,
-                                           Algorithm requested, PeerMemory memory) const {
+                                           Algorithm requested) const {
   if (kind == CollectiveKind::kSendRecv) return Algorithm::kP2p;
   if (kind == CollectiveKind::kSplit) return Algorithm::kRing;
   if (caps_.device_link) return SelectDevice(kind, count, element_size, requested);
@@ -196,7 +201,8 @@ absl::StatusOr<Algorithm> Selector::Select(CollectiveKind kind, size_t count, si
           absl::StrCat(AlgorithmName(requested), " is not an all-reduce algorithm"));
     }
     if (!Available(requested, caps_)) return Missing(requested, kind, caps_);
-    return SelectAllReduce(count, element_size, requested, memory);
+    // The most peer access any rank's memory would take.
+    return SelectAllReduce(count, element_size, requested, PeerMemory::kMapped);
   }
   const bool has_peer_path = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather ||
                              kind == CollectiveKind::kAllToAll;

@@ -90,10 +90,10 @@ struct WindowPlan {
   size_t stream_output_bytes = 0;
 };
 
-// How peer access reaches a collective's buffers (every rank's alike): they
-// are caller memory (each page pinned per copy: the window instead), braid's
-// huge pages (kernel copies), or memory the peers map (plain loads and
-// stores, worth it from far smaller slices).
+// How peer access reaches one rank's buffers: they are caller memory (each
+// page pinned per copy: the window instead), braid's huge pages (kernel
+// copies), or memory the peers map (plain loads and stores, worth it from
+// far smaller slices). Ranks' buffers may differ (Selector::WantsWindow).
 enum class PeerMemory { kSlow, kFast, kMapped };
 
 // What a transport can do beyond point-to-point messages (Transport's
@@ -148,15 +148,22 @@ class Selector {
   // What a `kind` collective of `count` elements of `element_size` bytes
   // runs (count as CollectiveArgs has it: per rank's block for
   // reduce-scatter, all-gather and all-to-all) when `requested`.
-  // `memory`: how peer access reaches the buffers (Storage::peer_fast,
-  // Storage::mappable); in the caller's own memory an all-reduce left to
-  // auto takes the window instead of peer access, which pins every page it
-  // reads (bench/RESULTS.md, "Caller memory"); in mapped memory peer access
-  // starts at far smaller slices. Programs run the same code
-  // on every rank, so every rank's buffers are alike and so is the choice.
+  // The choice depends on nothing but the arguments and the group, so every
+  // rank makes it alike whatever its buffers are: where peer access would
+  // win in some rank's memory, an all-reduce left to auto runs the peer
+  // plan, and WantsWindow says how this rank votes in it.
   // kUnimplemented when the request needs what the transport lacks.
-  absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size, Algorithm requested,
-                                   PeerMemory memory = PeerMemory::kFast) const;
+  absl::StatusOr<Algorithm> Select(CollectiveKind kind, size_t count, size_t element_size,
+                                   Algorithm requested) const;
+
+  // Whether an all-reduce Select answered with peer access is one this
+  // rank's `memory` would rather run through the windows: the peer plan's
+  // first Sync takes the vote (program.h), and one such rank sends every
+  // rank through the windows. In the caller's own memory peer access pins
+  // every page it reads (bench/RESULTS.md, "Caller memory"); in braid's
+  // huge pages it pays from 32 KiB slices, in memory the peers map from 1 KiB.
+  // Never where peer access was asked for by name.
+  bool WantsWindow(size_t count, size_t element_size, Algorithm requested, PeerMemory memory) const;
 
   WindowPlan window_plan() const {
     return {thresholds_.window_whole_round_bytes, thresholds_.stream_output_bytes};
@@ -164,6 +171,7 @@ class Selector {
   const TransportCaps& caps() const { return caps_; }
 
  private:
+  // What an all-reduce runs where every rank's buffers are `memory`.
   Algorithm SelectAllReduce(size_t count, size_t element_size, Algorithm requested, PeerMemory memory) const;
   absl::StatusOr<Algorithm> SelectDevice(CollectiveKind kind, size_t count, size_t element_size,
                                          Algorithm requested) const;

@@ -104,9 +104,7 @@ class PlanRun {
   }
 
   absl::Status RunLocal(const LaneRun& run, const Op& op) {
-    if (op.when != Op::When::kAlways && (op.when == Op::When::kIfThroughWindows) != through_windows_) {
-      return absl::OkStatus();  // the other path's
-    }
+    if (op.when != Op::When::kAlways && !OnPath(op.when)) return absl::OkStatus();  // another path's
     const size_t slot = SlotOf(run.lane);
     switch (op.kind) {
       case Op::Kind::kSync: return Sync(op, slot);
@@ -165,7 +163,8 @@ class PlanRun {
   // buffers if asked; then what the peers published, and the vote's outcome.
   absl::Status Sync(const Op& op, size_t slot) {
     const PeerBuffers mine = op.publish ? PeerBuffers{input_.data(), output_.data()} : PeerBuffers{};
-    const std::byte vote{op.vote == Op::Vote::kThroughWindows ? uint8_t{1} : uint8_t{0}};
+    // kDirect, kThroughWindows, kWindow as 0, 1, 2: the largest wins.
+    const std::byte vote{static_cast<uint8_t>(static_cast<uint8_t>(op.vote) - 1)};
     absl::Span<const std::byte> payload;
     if (op.vote != Op::Vote::kNone) {
       payload = absl::MakeConstSpan(&vote, 1);
@@ -181,10 +180,28 @@ class PlanRun {
       }
     }
     if (op.vote != Op::Vote::kNone) {
-      through_windows_ = false;
-      for (int rank = 0; rank < n; ++rank) through_windows_ = through_windows_ || *windows_->SyncPayload(rank) != std::byte{0};
+      uint8_t strongest = 0;
+      uint8_t weakest = 2;
+      for (int rank = 0; rank < n; ++rank) {
+        const uint8_t cast = static_cast<uint8_t>(rank == transport_.rank() ? vote : *windows_->SyncPayload(rank));
+        if (cast > 2) return absl::InternalError(absl::StrCat("rank ", rank, " cast an unknown vote ", int{cast}));
+        strongest = std::max(strongest, cast);
+        weakest = std::min(weakest, cast);
+      }
+      path_ = static_cast<Op::Vote>(strongest + 1);
+      split_ = weakest != strongest;
     }
     return absl::OkStatus();
+  }
+
+  bool OnPath(Op::When when) const {
+    switch (when) {
+      case Op::When::kIfDirect: return path_ == Op::Vote::kDirect;
+      case Op::When::kIfThroughWindows: return path_ == Op::Vote::kThroughWindows;
+      case Op::When::kIfWindow: return path_ == Op::Vote::kWindow;
+      case Op::When::kIfWindowSplit: return path_ == Op::Vote::kWindow && split_;
+      default: return true;
+    }
   }
 
   // Where a peer region starts in that peer's memory (ReadPeer, WritePeer).
@@ -197,11 +214,10 @@ class PlanRun {
     const PeerBuffers& theirs = published_[static_cast<size_t>(r.rank)];
     std::byte* base = input ? const_cast<std::byte*>(theirs.input) : theirs.output;
     if (base == nullptr) {
-      // Ranks choose window or peer access by their own buffers' memory.
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", r.rank, " published no ", input ? "input" : "output",
-          " buffer: it ran another algorithm for this collective; were its buffers allocated as this rank's? "
-          "(mappable memory, braid_mem_alloc or braid.torch.use_mappable_memory, on some ranks only)"));
+      // Every rank takes the path the vote chose; a rank that voted for the
+      // window publishes nothing, and then no rank reads a peer's buffers.
+      return absl::InternalError(absl::StrCat("rank ", r.rank, " published no ", input ? "input" : "output",
+                                              " buffer for this rank's peer access"));
     }
     return base + r.begin * es_;
   }
@@ -272,7 +288,8 @@ class PlanRun {
   const std::vector<std::byte*>* half_ = nullptr;  // this round's
   absl::InlinedVector<PeerBuffers, 8> published_;  // by the last publishing Sync
   std::vector<std::byte> peer_copy_;                // PeerOperand's, where no mapping is
-  bool through_windows_ = false;                   // the last vote's outcome
+  Op::Vote path_ = Op::Vote::kDirect;              // the last vote's outcome
+  bool split_ = false;                             // and whether some rank voted otherwise
   const CollectiveArgs& args_;
   absl::Span<const std::byte> input_;
   absl::Span<std::byte> output_;

@@ -340,7 +340,7 @@ absl::StatusOr<const Plan*> CachedPlan(const PlanRequest& request) {
            a.args.segment_bytes == request.args.segment_bytes && a.window_half_bytes == request.window_half_bytes &&
            a.window.whole_round_bytes == request.window.whole_round_bytes &&
            a.window.stream_output_bytes == request.window.stream_output_bytes && a.stream_out == request.stream_out &&
-           a.peers_map == request.peers_map;
+           a.peers_map == request.peers_map && a.window_vote == request.window_vote;
   };
   for (size_t i = 0; i < kKept; ++i) {
     if (kept[i].valid && same(kept[i].request)) return &kept[i].plan;
@@ -363,7 +363,10 @@ std::string DescribePlan(const Plan& plan) {
   for (size_t l = 0; l < plan.lanes.size(); ++l) {
     absl::StrAppend(&out, "lane ", l, ":");
     for (const Op& op : plan.lanes[l]) {
-      if (op.when != Op::When::kAlways) absl::StrAppend(&out, op.when == Op::When::kIfDirect ? " direct:" : " windows:");
+      if (op.when != Op::When::kAlways) {
+        const char* whens[] = {"", " direct:", " windows:", " window:", " split:"};
+        absl::StrAppend(&out, whens[static_cast<int>(op.when)]);
+      }
       switch (op.kind) {
         case Op::Kind::kGroup:
           absl::StrAppend(&out, " group{");
@@ -382,7 +385,7 @@ std::string DescribePlan(const Plan& plan) {
         case Op::Kind::kDivide: absl::StrAppend(&out, " ", region(op.dst), "/=n"); break;
         case Op::Kind::kSync:
           absl::StrAppend(&out, " sync", op.publish ? "+publish" : "", op.a.count > 0 ? "+" + region(op.a) : "",
-                          op.vote == Op::Vote::kNone ? "" : "+vote");
+                          op.vote == Op::Vote::kNone ? "" : op.vote == Op::Vote::kWindow ? "+vote:window" : "+vote");
           break;
         case Op::Kind::kNextRound: absl::StrAppend(&out, " next_round"); break;
         case Op::Kind::kStep:

@@ -32,10 +32,13 @@
 //   Reduce    may write its result into a peer's published output (`also`)
 //             as well: in one pass where that peer's memory is mapped
 //   WritePeer dst = a, where dst is a peer's published buffer
-// After a Sync with votes, ops whose `when` is kIfThroughWindows run only if
-// some rank voted so, and those with kIfDirect only if none did: the peer
-// all-reduce goes through the windows when any rank has a large output of
-// its own, which only the ranks together know.
+// A Sync with votes picks one path for every rank, the strongest vote
+// cast: kWindow over kThroughWindows over kDirect. Ops whose `when` names a
+// path run only on it, and kIfWindowSplit ops only on the window path where
+// some rank voted otherwise. The peer all-reduce goes through the windows
+// when any rank has a large output of its own, and runs the whole window
+// all-reduce when any rank's memory wants it (Selector::WantsWindow): what
+// only the ranks together know.
 //
 // A hierarchical collective (hierarchical_program.h) is a Plan of one lane
 // whose steps are collectives of their own on one level of the hierarchy:
@@ -94,8 +97,8 @@ struct LevelStep {
 struct Op {
   enum class Kind : uint8_t { kGroup, kReduce, kCopy, kDivide, kSync, kNextRound, kReadPeer, kWritePeer, kStep, kZero };
   // A Sync's contribution to the choice of path, and the path an op belongs to.
-  enum class Vote : uint8_t { kNone, kDirect, kThroughWindows };
-  enum class When : uint8_t { kAlways, kIfDirect, kIfThroughWindows };
+  enum class Vote : uint8_t { kNone, kDirect, kThroughWindows, kWindow };
+  enum class When : uint8_t { kAlways, kIfDirect, kIfThroughWindows, kIfWindow, kIfWindowSplit };
   Kind kind = Kind::kGroup;
   When when = When::kAlways;
   std::vector<Transfer> transfers;  // kGroup
@@ -137,11 +140,13 @@ struct PlanRequest {
   // whether this rank's output is its own and large (written around the
   // cache), and whether its input and output are memory the peers map
   // (tensor/mappable_memory.h), which they write with streaming stores
-  // themselves; else a large output goes through the windows.
+  // themselves; else a large output goes through the windows. Peer
+  // all-reduce: whether this rank votes for the whole window all-reduce.
   size_t window_half_bytes = 0;
   WindowPlan window;
   bool stream_out = false;
   bool peers_map = false;
+  bool window_vote = false;
 };
 
 // The plan of `request`: ring (all-reduce, reduce-scatter, all-gather), tree,

@@ -68,6 +68,51 @@ void Rounds(const PlanRequest& r, Body body) {
   }
 }
 
+// The window all-reduce of more than a Sync's payload, in rounds of up to
+// one window half, each op `when`; `first_sync` appends round 0's Sync(s)
+// after its copy-in (the peer all-reduce's vote). Every rank copies its part
+// into its half; after a Sync, each reduces one slice reading every rank's
+// data into its own half; after a second Sync, each copies every slice out.
+// Small rounds are reduced whole by every rank, after one Sync.
+template <typename FirstSync>
+void WindowRounds(std::vector<Op>& ops, const PlanRequest& r, Op::When when, FirstSync first_sync) {
+  const int n = r.size;
+  const int me = r.rank;
+  const size_t es = DTypeSize(r.args.dtype);
+  auto add = [&](Op op) { ops.push_back(When(std::move(op), when)); };
+  Rounds(r, [&](const Range& part, size_t round) {
+    add(NextRound());
+    const Range whole{0, part.length};
+    auto in = [&](const Range& x) { return In(Range{part.begin + x.begin, x.length}); };
+    auto sync = [&] {
+      if (round == 0) {
+        first_sync(ops);
+      } else {
+        add(Sync(0, round));
+      }
+    };
+    auto reduce_all = [&](Region dst, Region first, auto operand) {
+      const size_t from = ops.size();
+      ReduceAll(ops, r, dst, first, operand);
+      for (size_t i = from; i < ops.size(); ++i) ops[i].when = when;
+    };
+    if (part.length * es <= r.window.whole_round_bytes) {
+      add(CopyOp(Window(me, whole), In(part)));
+      sync();
+      reduce_all(Out(part), Window(0, whole), [&](int k) { return Window(k, whole); });
+      return;
+    }
+    // This rank's own slice is read from its input, so it is not copied in.
+    const Range mine = ChunkRange(part.length, n, me);
+    add(CopyOp(Window(me, Range{0, mine.begin}), in(Range{0, mine.begin})));
+    add(CopyOp(Window(me, Range{mine.end(), part.length - mine.end()}), in(Range{mine.end(), part.length - mine.end()})));
+    sync();
+    reduce_all(Window(me, mine), in(mine), [&](int k) { return Window((me + k) % n, mine); });
+    add(Sync(1, round));
+    CopyRoundOut(ops, r, part, when);
+  });
+}
+
 absl::Status CheckWindow(const PlanRequest& r) {
   if (r.window_half_bytes < DTypeSize(r.args.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(AlgorithmName(r.algorithm), ": no shared window to work in"));
@@ -83,6 +128,23 @@ Plan OneLane(std::vector<Op> ops, size_t scratch_elements = 0) {
   return plan;
 }
 
+// Where any rank votes for the window, every rank runs the window
+// all-reduce; its voters copy their first round in before the vote, the
+// others after it, and then every rank Syncs once more. (Not at a Sync's
+// payload or less, where peer access costs no more on any memory.)
+void CatchUp(std::vector<Op>& ops) { ops.push_back(Sync(3, 0, Op::When::kIfWindowSplit)); }
+
+Plan WindowVoterPlan(const PlanRequest& r) {
+  std::vector<Op> ops;
+  WindowRounds(ops, r, Op::When::kAlways, [&](std::vector<Op>& round_ops) {
+    Op vote = Sync(0, 0);  // its outcome is the window: nothing to publish
+    vote.vote = Op::Vote::kWindow;
+    round_ops.push_back(vote);
+    CatchUp(round_ops);
+  });
+  return OneLane(std::move(ops));
+}
+
 // Peer copies: the first Sync publishes every rank's buffers (and, as its
 // header must match, that they hold as much as this rank's); the last keeps
 // them published until every rank is done.
@@ -94,16 +156,12 @@ Op Publish() {
 
 }  // namespace
 
-// Direct all-reduce through the windows, in rounds of up to one window half:
-// every rank copies its part into its half; after a Sync, each reduces one
-// slice reading every rank's data into its own half; after a second Sync,
-// each copies every slice out. Every byte is copied in once and out once,
-// and every phase keeps all ranks busy, which matters most when they
-// outnumber the cores. Inputs of up to kSyncPayloadBytes ride with the Sync;
-// other small rounds are reduced whole by every rank, after one Sync.
+// Direct all-reduce through the windows (WindowRounds). Every byte is
+// copied in once and out once, and every phase keeps all ranks busy, which
+// matters most when they outnumber the cores. Inputs of up to
+// kSyncPayloadBytes ride with the Sync.
 absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
   BRAID_RETURN_IF_ERROR(CheckWindow(r));
-  const int n = r.size;
   const int me = r.rank;
   const size_t es = DTypeSize(r.args.dtype);
   const Range all{0, r.args.count};
@@ -120,26 +178,7 @@ absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
     ReduceAll(ops, r, Out(all), term(0), term);
     return OneLane(std::move(ops));
   }
-  Rounds(r, [&](const Range& part, size_t round) {
-    ops.push_back(NextRound());
-    const Range whole{0, part.length};
-    auto in = [&](const Range& x) { return In(Range{part.begin + x.begin, x.length}); };
-    if (part.length * es <= r.window.whole_round_bytes) {
-      ops.push_back(CopyOp(Window(me, whole), In(part)));
-      ops.push_back(Sync(0, round));
-      ReduceAll(ops, r, Out(part), Window(0, whole), [&](int k) { return Window(k, whole); });
-      return;
-    }
-    // This rank's own slice is read from its input, so it is not copied in.
-    const Range mine = ChunkRange(part.length, n, me);
-    ops.push_back(CopyOp(Window(me, Range{0, mine.begin}), in(Range{0, mine.begin})));
-    ops.push_back(CopyOp(Window(me, Range{mine.end(), part.length - mine.end()}),
-                         in(Range{mine.end(), part.length - mine.end()})));
-    ops.push_back(Sync(0, round));
-    ReduceAll(ops, r, Window(me, mine), in(mine), [&](int k) { return Window((me + k) % n, mine); });
-    ops.push_back(Sync(1, round));
-    CopyRoundOut(ops, r, part, Op::When::kAlways);
-  });
+  WindowRounds(ops, r, Op::When::kAlways, [&](std::vector<Op>& round_ops) { round_ops.push_back(Sync(0, 0)); });
   return OneLane(std::move(ops));
 }
 
@@ -158,7 +197,8 @@ absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
 // rank reduces its slice of the round into its window, and after a Sync
 // every rank copies every slice out, around the cache. A round needs one
 // Sync: the inputs stay published, and a half is refilled only after the
-// next round's Sync, when every peer has copied it.
+// next round's Sync, when every peer has copied it. And where a rank's memory
+// wants no peer access (window_vote), every rank runs the window all-reduce.
 absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
   BRAID_RETURN_IF_ERROR(CheckWindow(r));
   const int n = r.size;
@@ -172,7 +212,8 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
     for (size_t done = 0; done < slice.length; done += piece_elems) {
       const Range piece{slice.begin + done, std::min(piece_elems, slice.length - done)};
       const Region out = at(Range{done, piece.length});
-      const Region sum = stream_direct ? Scratch(0, piece.length) : out;
+      // (Through the windows, the window is where the sum goes, whatever this rank's output.)
+      const Region sum = stream_direct && when == W::kIfDirect ? Scratch(0, piece.length) : out;
       // The last reduction writes the sum into the next rank's output too,
       // in the same pass, where the sum is final and goes there unstreamed.
       const bool fused = r.peers_map && !stream_direct && r.args.op != ReduceOp::kAvg && when == W::kIfDirect;
@@ -205,9 +246,13 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
     }
   };
   std::vector<Op> ops;
+  if (r.window_vote && r.args.count * DTypeSize(r.args.dtype) > SharedWindows::kSyncPayloadBytes) {
+    return WindowVoterPlan(r);
+  }
   Op publish = Publish();
   publish.vote = r.stream_out && !r.peers_map ? Op::Vote::kThroughWindows : Op::Vote::kDirect;
   ops.push_back(publish);
+  WindowRounds(ops, r, W::kIfWindow, CatchUp);
   const Range mine = ChunkRange(r.args.count, n, me);
   reduce(ops, mine, [&](const Range& x) { return Out(Range{mine.begin + x.begin, x.length}); }, W::kIfDirect);
   ops.push_back(Sync(1, 0, W::kIfDirect));

@@ -237,12 +237,13 @@ TEST_CASE("Collectives: caller_thread runs a large collective on the caller's th
 // Peer access over buffers braid allocated: memfds the peers map and then
 // read and write in place (tensor/mappable_memory.h). Each all-reduce is
 // checked exactly (small integers in floats).
-absl::Status PeerAccessAllReduce(Communicator& comm, Tensor in, Tensor out, int round) {
+absl::Status PeerAccessAllReduce(Communicator& comm, Tensor in, Tensor out, int round,
+                                 Algorithm algorithm = Algorithm::kPeerAccess) {
   const int n = comm.size();
   const int64_t count = in.numel();
   for (int64_t i = 0; i < count; ++i) in.data<float>()[i] = static_cast<float>(i % 1000 + comm.rank() + round);
   CallOptions call;
-  call.algorithm = Algorithm::kPeerAccess;
+  call.algorithm = algorithm;
   BRAID_ASSIGN_OR_RETURN(WorkHandle work, comm.AllReduce(in, out, ReduceOp::kSum, call));
   BRAID_RETURN_IF_ERROR(work->Wait(DeadlineIn(absl::Seconds(60))));
   for (int64_t i = 0; i < count; ++i) {
@@ -307,6 +308,47 @@ TEST_CASE("Collectives: peer access works in the peers' mapped buffers, through 
       return absl::OkStatus();
     });
     REQUIRE_ALL_OK(statuses);
+  }
+}
+
+// Each rank's buffers are of its own kind: memory the peers map, the
+// caller's own pages, braid's allocation (huge pages from 1 MiB). Auto must
+// make one choice on every rank (the peer plan's vote): at each size's
+// threshold band, in place and out of place (streamed from 16 MiB).
+TEST_CASE("Collectives: auto all-reduce agrees across ranks whose memory differs", "[collectives]") {
+  enum Kind { kMapped, kCallers, kBraids };
+  const std::vector<std::vector<Kind>> layouts = {{kMapped, kCallers, kBraids}, {kCallers, kMapped, kMapped},
+                                                  {kBraids, kMapped, kCallers}};
+  for (int n : {2, 3}) {
+    for (const std::vector<Kind>& layout : layouts) {
+      INFO(n << " ranks, layout starting " << layout[0]);
+      auto statuses = RunRanks(n, RankMode::kProcesses, [&](RankContext& context) -> absl::Status {
+        BRAID_ASSIGN_OR_RETURN(auto comm, ShmCommunicator(context));
+        std::vector<std::vector<float>> owned;
+        auto buffer = [&](int64_t count) -> absl::StatusOr<Tensor> {
+          switch (layout[static_cast<size_t>(context.rank())]) {
+            case kMapped: return Tensor::Empty({count}, DType::kF32, Device::Cpu(), HostMemory::kMappable);
+            case kBraids: return Tensor::Empty({count}, DType::kF32);
+            case kCallers: break;
+          }
+          owned.emplace_back(static_cast<size_t>(count));
+          return Tensor::View(owned.back().data(), {count}, DType::kF32);
+        };
+        int round = 0;
+        // Slices of 256 B, 4 KiB, 64 KiB, 512 KiB; then a 17 MiB output.
+        for (int64_t slice : {64, 1024, 16 * 1024, 128 * 1024}) {
+          BRAID_ASSIGN_OR_RETURN(Tensor a, buffer(slice * n));
+          BRAID_ASSIGN_OR_RETURN(Tensor b, buffer(slice * n));
+          BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, a, a, round++, Algorithm::kAuto));
+          BRAID_RETURN_IF_ERROR(PeerAccessAllReduce(*comm, a, b, round++, Algorithm::kAuto));
+        }
+        const int64_t streamed = (int64_t{17} << 20) / 4;
+        BRAID_ASSIGN_OR_RETURN(Tensor a, buffer(streamed));
+        BRAID_ASSIGN_OR_RETURN(Tensor b, buffer(streamed));
+        return PeerAccessAllReduce(*comm, a, b, round++, Algorithm::kAuto);
+      });
+      REQUIRE_ALL_OK(statuses);
+    }
   }
 }
 

@@ -61,14 +61,22 @@ TEST_CASE("Selector: all-reduce without windows is rhd while a ring chunk is und
 }
 
 TEST_CASE("Selector: direct over shm is peer-access from a 32 KiB slice per rank, else window", "[selection]") {
+  // Every rank runs the peer plan from a 1 KiB slice (memory the peers map);
+  // in braid's own memory a rank votes for the window below 32 KiB.
   const Selector peers(Caps(kUntuned, 2, true, true));
-  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16383, 4) == Algorithm::kWindow);  // slice 8191 x 4 B
-  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16384, 4) == Algorithm::kPeerAccess);
+  auto fast_window = [](const Selector& s, size_t count, Algorithm requested = Algorithm::kAuto) {
+    return s.WantsWindow(count, 4, requested, PeerMemory::kFast);
+  };
+  CHECK(Pick(peers, CollectiveKind::kAllReduce, 511, 4) == Algorithm::kWindow);  // slice 255 x 4 B
+  CHECK(Pick(peers, CollectiveKind::kAllReduce, 16383, 4) == Algorithm::kPeerAccess);
+  CHECK(fast_window(peers, 16383));  // slice 8191 x 4 B
+  CHECK_FALSE(fast_window(peers, 16384));
   CHECK(Pick(peers, CollectiveKind::kAllReduce, 16384, 4, Algorithm::kDirect) == Algorithm::kPeerAccess);
+  CHECK_FALSE(fast_window(peers, 16384, Algorithm::kDirect));
   // the slice rounds down: 3 ranks, 24577 floats -> 8192 a slice
   const Selector three(Caps(kUntuned, 3, true, true));
-  CHECK(Pick(three, CollectiveKind::kAllReduce, 24575, 4) == Algorithm::kWindow);
-  CHECK(Pick(three, CollectiveKind::kAllReduce, 24576, 4) == Algorithm::kPeerAccess);
+  CHECK(fast_window(three, 24575));
+  CHECK_FALSE(fast_window(three, 24576));
   // no peer access: the windows at every size
   const Selector windows(Caps(kUntuned, 2, true, false));
   CHECK(Pick(windows, CollectiveKind::kAllReduce, 1 << 24, 4) == Algorithm::kWindow);
@@ -80,42 +88,51 @@ TEST_CASE("Selector: direct over shm is peer-access from a 32 KiB slice per rank
   CHECK(eager.window_plan().whole_round_bytes == SelectionThresholds{}.window_whole_round_bytes);
 }
 
-TEST_CASE("Selector: on the caller's 4 KiB pages, auto takes the window where it would take peer access",
+TEST_CASE("Selector: one choice whatever a rank's memory; the caller's 4 KiB pages vote for the window",
           "[selection]") {
   const Selector peers(Caps(kUntuned, 2, true, true));
   const size_t big = size_t{16} << 20;  // float elements: 64 MiB
-  auto pick = [&](Algorithm requested, bool peer_fast) {
-    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested,
-                                                    peer_fast ? PeerMemory::kFast : PeerMemory::kSlow);
+  auto pick = [&](Algorithm requested) {
+    absl::StatusOr<Algorithm> picked = peers.Select(CollectiveKind::kAllReduce, big, 4, requested);
     REQUIRE(picked.ok());
     return *picked;
   };
-  CHECK(pick(Algorithm::kAuto, true) == Algorithm::kPeerAccess);
-  CHECK(pick(Algorithm::kAuto, false) == Algorithm::kWindow);
-  CHECK(pick(Algorithm::kDirect, false) == Algorithm::kWindow);
+  CHECK(pick(Algorithm::kAuto) == Algorithm::kPeerAccess);
+  CHECK(pick(Algorithm::kDirect) == Algorithm::kPeerAccess);
+  CHECK(peers.WantsWindow(big, 4, Algorithm::kAuto, PeerMemory::kSlow));
+  CHECK(peers.WantsWindow(big, 4, Algorithm::kDirect, PeerMemory::kSlow));
+  CHECK_FALSE(peers.WantsWindow(big, 4, Algorithm::kAuto, PeerMemory::kFast));
+  CHECK_FALSE(peers.WantsWindow(big, 4, Algorithm::kAuto, PeerMemory::kMapped));
   // Asked for by name, peer access runs on any memory; other choices stand.
-  CHECK(pick(Algorithm::kPeerAccess, false) == Algorithm::kPeerAccess);
-  CHECK(pick(Algorithm::kRing, false) == Algorithm::kRing);
-  // The tuned shm rows (peer access at large sizes) give way too.
+  CHECK(pick(Algorithm::kPeerAccess) == Algorithm::kPeerAccess);
+  CHECK_FALSE(peers.WantsWindow(big, 4, Algorithm::kPeerAccess, PeerMemory::kSlow));
+  CHECK(pick(Algorithm::kRing) == Algorithm::kRing);
+  // The tuned shm rows (peer access at large sizes) take the vote too.
   const Selector shm(Caps("shm", 2, true, true));
-  absl::StatusOr<Algorithm> tuned = shm.Select(CollectiveKind::kAllReduce, big, 4, Algorithm::kAuto, PeerMemory::kSlow);
+  absl::StatusOr<Algorithm> tuned = shm.Select(CollectiveKind::kAllReduce, big, 4, Algorithm::kAuto);
   REQUIRE(tuned.ok());
-  CHECK(*tuned != Algorithm::kPeerAccess);
+  CHECK((*tuned != Algorithm::kPeerAccess || shm.WantsWindow(big, 4, Algorithm::kAuto, PeerMemory::kSlow)));
 }
 
 TEST_CASE("Selector: in memory the peers map, peer access starts at far smaller slices", "[selection]") {
   const Selector shm(Caps("shm", 2, true, true));
-  auto pick = [&](size_t bytes, PeerMemory memory) {
-    absl::StatusOr<Algorithm> picked = shm.Select(CollectiveKind::kAllReduce, bytes / 4, 4, Algorithm::kAuto, memory);
+  const SelectionThresholds t;
+  const size_t mapped_from = 2 * t.peer_access_mapped_min_slice_bytes;  // 2 ranks
+  auto pick = [&](size_t bytes) {
+    absl::StatusOr<Algorithm> picked = shm.Select(CollectiveKind::kAllReduce, bytes / 4, 4, Algorithm::kAuto);
     REQUIRE(picked.ok());
     return *picked;
   };
-  const SelectionThresholds t;
-  const size_t mapped_from = 2 * t.peer_access_mapped_min_slice_bytes;  // 2 ranks
-  CHECK(pick(mapped_from, PeerMemory::kMapped) == Algorithm::kPeerAccess);
-  CHECK(pick(mapped_from / 2, PeerMemory::kMapped) == Algorithm::kWindow);
-  CHECK(pick(mapped_from, PeerMemory::kFast) == Algorithm::kWindow);
-  CHECK(pick(2 * t.peer_access_min_slice_bytes, PeerMemory::kFast) == Algorithm::kPeerAccess);
+  auto window = [&](size_t bytes, PeerMemory memory) {
+    return shm.WantsWindow(bytes / 4, 4, Algorithm::kAuto, memory);
+  };
+  // Below the mapped threshold every rank takes the window without a vote.
+  CHECK(pick(mapped_from / 2) == Algorithm::kWindow);
+  CHECK(pick(mapped_from) == Algorithm::kPeerAccess);
+  CHECK_FALSE(window(mapped_from, PeerMemory::kMapped));
+  CHECK(window(mapped_from, PeerMemory::kFast));
+  CHECK(window(mapped_from, PeerMemory::kSlow));
+  CHECK_FALSE(window(2 * t.peer_access_min_slice_bytes, PeerMemory::kFast));
 }
 
 TEST_CASE("Selector: what a transport lacks is a clear error, never a silent substitute", "[selection]") {

@@ -588,6 +588,20 @@ def test_mappable_memory():
     finally:
         braid.torch.use_default_memory()
     check(not in_memfd(torch.zeros(1 << 18)), "use_default_memory left the allocator mappable")
+    # Mappable on rank 0 only: the ranks still agree on one path (peer access
+    # or the window, by their vote) at every size.
+    if rank == 0:
+        braid.torch.use_mappable_memory(min_bytes=1 << 10)
+    try:
+        for n in (1 << 9, 1 << 12, 1 << 15, 1 << 18):
+            x = torch.full((n,), float(rank + 1)) + torch.arange(n, dtype=torch.float32) % 5
+            check(in_memfd(x) == (rank == 0), f"a {n * 4}-byte tensor's memory on rank {rank}")
+            dist.all_reduce(x)
+            check_equal(x, total + world * (torch.arange(n, dtype=torch.float32) % 5),
+                        f"all_reduce with rank 0's tensor alone mappable, n={n}")
+            del x
+    finally:
+        braid.torch.use_default_memory()
     try:
         braid.torch.use_mappable_memory(0)
         check(False, "use_mappable_memory(0) accepted")

@@ -327,14 +327,32 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   };
   CHECK(count(Op::Kind::kNextRound) == 3);
   CHECK(count(Op::Kind::kSync) == 6);
-  // The peer all-reduce has both of its paths; a vote at the first Sync picks one.
+  // The peer all-reduce has all three of its paths; a vote at the first Sync
+  // picks one. Its window path is the window plan's: the first copy in after
+  // the vote, then a Sync the voters for the window wait at as well.
   request.algorithm = Algorithm::kPeerAccess;
   absl::StatusOr<Plan> peer = MakePlan(request);
   REQUIRE(peer.ok());
   const std::string described = DescribePlan(*peer);
-  CHECK(described.find("sync+publish+vote") != std::string::npos);
+  INFO(described);
+  CHECK(described.rfind("lane 0: sync+publish+vote window: next_round window: window@1[0,", 0) == 0);
+  CHECK(described.find("split: sync") != std::string::npos);
   CHECK(described.find("direct: peer_out@0[") != std::string::npos);
   CHECK(described.find("windows: next_round") != std::string::npos);
+  // A rank voting for the window has nothing but the window plan: its first
+  // copy in before the vote, and the Sync for the others' copies after it.
+  request.window_vote = true;
+  absl::StatusOr<Plan> voter = MakePlan(request);
+  REQUIRE(voter.ok());
+  const std::string window_only = DescribePlan(*voter);
+  INFO(window_only);
+  CHECK(window_only.rfind("lane 0: next_round window@1[0,", 0) == 0);
+  CHECK(window_only.find("sync+vote:window split: sync") != std::string::npos);
+  CHECK(window_only.find("peer") == std::string::npos);
+  CHECK(window_only.find("direct:") == std::string::npos);
+  const std::string window_plan = DescribePlan(*rounds);
+  CHECK(window_only.size() > window_plan.size());
+  request.window_vote = false;
   // Where the peers map the buffers, the reduction of each piece writes the
   // peer's output in the same pass (rank 1 of 2: its slice [1500, 3000)),
   // and no separate write to the peer is left; avg divides first, so not there.
