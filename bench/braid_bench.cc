@@ -74,9 +74,21 @@ absl::Status Bench::AllocateBuffers(const std::vector<size_t>& counts) {
   }
   const int64_t n = static_cast<int64_t>(max_count);
   // Zeroed: the first touch now, since fresh pages cost ~10 us each, which no timed call should pay.
-  // Mappable, as the reducer's buckets: the peers on this host read and write them in place.
-  BRAID_ASSIGN_OR_RETURN(input_, Tensor::Zeros({n}, dtype, device_, HostMemory::kMappable));
-  BRAID_ASSIGN_OR_RETURN(output_, Tensor::Zeros({n}, dtype, device_, HostMemory::kMappable));
+  // Mappable by default, as the reducer's buckets: the peers on this host read and write them in place.
+  if (options_.memory == "caller" && device_.is_cpu()) {
+    // On 64-byte boundaries, as torch's allocator puts its tensors.
+    auto aligned = [&](std::vector<std::byte>& pages) {
+      pages.assign(static_cast<size_t>(n) * DTypeSize(dtype) + 64, std::byte{0});
+      const uintptr_t at = reinterpret_cast<uintptr_t>(pages.data());
+      return Tensor::View(pages.data() + (64 - at % 64) % 64, {n}, dtype);
+    };
+    input_ = aligned(caller_input_);
+    output_ = aligned(caller_output_);
+  } else {
+    const HostMemory memory = options_.memory == "braid" ? HostMemory::kPrivate : HostMemory::kMappable;
+    BRAID_ASSIGN_OR_RETURN(input_, Tensor::Zeros({n}, dtype, device_, memory));
+    BRAID_ASSIGN_OR_RETURN(output_, Tensor::Zeros({n}, dtype, device_, memory));
+  }
   host_input_ = input_;
   host_output_ = output_;
   if (device_.is_cuda() && options_.common.check) {

@@ -108,6 +108,8 @@ class Bench {
   Progress progress_;
   Tensor input_;
   Tensor output_;
+  std::vector<std::byte> caller_input_;  // --memory caller: what input_ and output_ view
+  std::vector<std::byte> caller_output_;
   // With CUDA buffers and -c 1: host copies where checks are filled and read.
   Tensor host_input_;
   Tensor host_output_;

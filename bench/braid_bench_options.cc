@@ -181,6 +181,16 @@ std::vector<Flag> BraidFlags(BraidOptions* o) {
                      o->root = static_cast<int>(*n);
                      return absl::OkStatus();
                    }});
+  flags.push_back({0, "memory", "mappable|braid|caller",
+                   "CPU buffers: memory the peers map (default), braid's own, or the caller's own pages (as torch's)",
+                   [o](absl::string_view v) -> absl::Status {
+                     const std::string memory = absl::AsciiStrToLower(v);
+                     if (memory != "mappable" && memory != "braid" && memory != "caller") {
+                       return absl::InvalidArgumentError("mappable, braid or caller");
+                     }
+                     o->memory = memory;
+                     return absl::OkStatus();
+                   }});
   for (Flag& flag : PlacementFlags(o)) flags.push_back(std::move(flag));
   flags.push_back({0, "tune", "FILE",
                    "all-reduce: find the fastest of ring, tree, rhd, direct (or -a's) at each size and write them into the "

@@ -28,6 +28,10 @@ struct BraidOptions {
   std::string transport = "auto";
   bool cuda = false;      // --device cuda (or -t nccl)
   std::string tune_path;  // --tune FILE
+  // --memory: where the CPU buffers live: "mappable" (memory the peers map,
+  // as the reducer's buckets), "braid" (braid's own: huge pages from 1 MiB)
+  // or "caller" (the caller's own pages, as torch's or NumPy's).
+  std::string memory = "mappable";
 };
 
 std::vector<Flag> BraidFlags(BraidOptions* o);
