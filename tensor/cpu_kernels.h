@@ -26,6 +26,8 @@ struct KernelTable {
   void (*divide)(DType dtype, void* data, size_t count, int64_t divisor);
   // memcpy with non-temporal stores where the ISA has them (see HostStreamCopy).
   void (*stream_copy)(void* dst, const void* src, size_t bytes);
+  // memcpy in vector loads and stores where the ISA has them (see HostCopy).
+  void (*copy)(void* dst, const void* src, size_t bytes);
 };
 
 const KernelTable& GenericKernels();

@@ -108,6 +108,17 @@ void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src) 
   if (!dst.empty()) Kernels().stream_copy(dst.data(), src.data(), dst.size());
 }
 
+void HostCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src) {
+  BRAID_CHECK(dst.size() == src.size()) << "HostCopy of " << src.size() << " bytes into " << dst.size();
+  const size_t bytes = dst.size();
+  const bool apart = dst.data() + bytes <= src.data() || src.data() + bytes <= dst.data();
+  if (bytes >= 1024 && apart) {
+    Kernels().copy(dst.data(), src.data(), bytes);
+  } else if (dst.data() != src.data() && bytes > 0) {
+    std::memmove(dst.data(), src.data(), bytes);
+  }
+}
+
 void HostDivide(DType dtype, absl::Span<std::byte> data, int64_t divisor) {
   const size_t item = DTypeSize(dtype);
   BRAID_CHECK(data.size() % item == 0 && divisor >= 1) << "HostDivide by " << divisor;

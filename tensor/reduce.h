@@ -65,6 +65,12 @@ absl::Status HostCast(DType dst_dtype, absl::Span<std::byte> dst, DType src_dtyp
 // destination line first. Slower than memcpy when dst is already cached.
 // Sizes must be equal; no overlap.
 void HostStreamCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src);
+// memcpy(dst, src) for braid's data paths: in vector loads and stores (AVX2
+// and up) from 1 KiB, where glibc takes `rep movsb`, which runs 15x slower on
+// AMD Zen when dst lies a few bytes past src within a cache line
+// (bench/RESULTS.md, "Copies at odd offsets"). Sizes must be equal; memmove
+// where they overlap.
+void HostCopy(absl::Span<std::byte> dst, absl::Span<const std::byte> src);
 
 // The ISA the host kernels run on: "avx512", "avx2" or "generic".
 const char* HostKernelIsa();

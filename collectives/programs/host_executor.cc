@@ -139,8 +139,8 @@ class PlanRun {
         BRAID_ASSIGN_OR_RETURN(absl::Span<std::byte> src, SpanOf(op.a, slot));
         if (op.stream) {
           HostStreamCopy(dst, src);
-        } else if (dst.data() != src.data()) {
-          std::memmove(dst.data(), src.data(), dst.size());
+        } else {
+          HostCopy(dst, src);
         }
         return absl::OkStatus();
       }

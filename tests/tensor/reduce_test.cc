@@ -246,24 +246,36 @@ TEST_CASE("Host divide kernels match the scalar reference for every ISA and dtyp
   }
 }
 
-TEST_CASE("Host stream copies equal memcpy for every ISA, size and alignment, touching nothing else",
+TEST_CASE("Host copies and stream copies equal memcpy for every ISA, size and alignment, touching nothing else",
           "[tensor][reduce]") {
   std::mt19937_64 rng(7);
   for (const cpu_kernels::KernelTable* table : AvailableTables()) {
+    for (auto [name, copy] : {std::pair{"stream_copy", table->stream_copy}, std::pair{"copy", table->copy}}) {
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{31}, size_t{128}, size_t{1000}, size_t{65536 + 77}}) {
       for (size_t dst_offset : {0, 1, 17, 32}) {
         for (size_t src_offset : {0, 3}) {
           std::vector<uint8_t> src(bytes + 64), dst(bytes + 128, 0xAB);
           for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
-          table->stream_copy(dst.data() + dst_offset, src.data() + src_offset, bytes);
-          INFO(table->isa << ": " << bytes << " bytes, dst +" << dst_offset << ", src +" << src_offset);
+          copy(dst.data() + dst_offset, src.data() + src_offset, bytes);
+          INFO(table->isa << " " << name << ": " << bytes << " bytes, dst +" << dst_offset << ", src +" << src_offset);
           REQUIRE(std::memcmp(dst.data() + dst_offset, src.data() + src_offset, bytes) == 0);
           for (size_t i = 0; i < dst_offset; ++i) REQUIRE(dst[i] == 0xAB);
           for (size_t i = dst_offset + bytes; i < dst.size(); ++i) REQUIRE(dst[i] == 0xAB);
         }
       }
     }
+    }
   }
+  // HostCopy: the kernel where the ranges are apart, memmove where they overlap.
+  std::vector<uint8_t> bytes(8192);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> before = bytes;
+  auto span = [&](size_t at, size_t n) { return absl::MakeSpan(reinterpret_cast<std::byte*>(bytes.data()) + at, n); };
+  HostCopy(span(100, 4000), span(0, 4000));  // forward overlap
+  CHECK(std::memcmp(bytes.data() + 100, before.data(), 4000) == 0);
+  HostCopy(span(4200, 3000), span(100, 3000));  // apart
+  CHECK(std::memcmp(bytes.data() + 4200, before.data(), 3000) == 0);
+  CHECK(bytes[0] == before[0]);
 }
 
 TEST_CASE("ReduceInto and DivideBy on tensors", "[tensor][reduce]") {

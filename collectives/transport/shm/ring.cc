@@ -1,6 +1,6 @@
 #include "collectives/transport/shm/ring.h"
 
-#include <cstring>
+#include "tensor/reduce.h"
 
 namespace braid::shm_internal {
 
@@ -16,7 +16,7 @@ size_t RingWrite(Channel* channel, std::byte* ring, size_t ring_bytes, absl::Spa
     while (copied < take) {
       const size_t offset = static_cast<size_t>(position & (ring_bytes - 1));
       const size_t chunk = std::min(take - copied, ring_bytes - offset);
-      std::memcpy(ring + offset, part.data() + copied, chunk);
+      HostCopy(absl::MakeSpan(ring + offset, chunk), part.subspan(copied, chunk));
       copied += chunk;
       position += chunk;
     }
@@ -37,7 +37,7 @@ size_t RingRead(Channel* channel, const std::byte* ring, size_t ring_bytes, absl
   while (copied < take) {
     const size_t offset = static_cast<size_t>(position & (ring_bytes - 1));
     const size_t chunk = std::min(take - copied, ring_bytes - offset);
-    std::memcpy(data.data() + copied, ring + offset, chunk);
+    HostCopy(data.subspan(copied, chunk), absl::MakeConstSpan(ring + offset, chunk));
     copied += chunk;
     position += chunk;
   }

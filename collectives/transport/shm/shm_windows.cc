@@ -121,7 +121,7 @@ std::byte* ShmWindows::MappedPeer(int peer, const std::byte* at, size_t bytes) {
 
 absl::Status ShmWindows::ReadPeer(int peer, const std::byte* from, absl::Span<std::byte> into) {
   if (const std::byte* mapped = MappedPeer(peer, from, into.size())) {
-    std::memcpy(into.data(), mapped, into.size());
+    HostCopy(into, absl::MakeConstSpan(mapped, into.size()));
     return absl::OkStatus();
   }
   const pid_t pid = transport_.PidOf(peer);
@@ -138,7 +138,7 @@ absl::Status ShmWindows::WritePeer(int peer, absl::Span<const std::byte> from, s
     if (stream) {
       HostStreamCopy(absl::MakeSpan(mapped, from.size()), from);
     } else {
-      std::memcpy(mapped, from.data(), from.size());
+      HostCopy(absl::MakeSpan(mapped, from.size()), from);
     }
     return absl::OkStatus();
   }
