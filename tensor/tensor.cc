@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "tensor/mappable_memory.h"
+#include "tensor/reduce.h"
 
 #ifdef BRAID_WITH_CUDA
 #include <cuda_runtime.h>
@@ -341,7 +342,8 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
   }
   if (device().is_cpu() && src.device().is_cpu()) {
     if (both_contiguous) {
-      std::memmove(data(), src.data(), nbytes());
+      HostCopy(absl::MakeSpan(static_cast<std::byte*>(data()), nbytes()),
+               absl::MakeConstSpan(static_cast<const std::byte*>(src.data()), nbytes()));
     } else {
       StridedCopy(*this, src);
     }
