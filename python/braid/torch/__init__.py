@@ -200,10 +200,10 @@ def use_mappable_memory(min_bytes=1 << 20):
     child. Call again to change `min_bytes`; `use_default_memory()` undoes it.
 
     Call it on every rank alike: a collective whose tensors are mappable on
-    some ranks and not on others makes the ranks choose different one-host
-    algorithms, and it fails (an error naming the rank without buffers). To
-    keep ranks from reaching the descriptor cap apart, the soft descriptor
-    limit is raised toward 4,096 (the hard limit allowing).
+    some ranks and not on others still runs, but through the windows, as on
+    torch's own memory (the ranks vote for one path). To keep ranks from
+    reaching the descriptor cap apart, the soft descriptor limit is raised
+    toward 4,096 (the hard limit allowing).
     """
     import resource
 
