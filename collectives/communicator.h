@@ -116,7 +116,7 @@ struct CallOptions {
 };
 
 // How peer access reaches the buffers a collective reads and writes (either
-// may be null or undefined): Selector::Select's `memory`.
+// may be null or undefined): Selector::WantsWindow's `memory`.
 PeerMemory PeerMemoryOf(const Tensor* in, const Tensor* out);
 
 class Communicator {
