@@ -113,6 +113,11 @@ void WindowRounds(std::vector<Op>& ops, const PlanRequest& r, Op::When when, Fir
   });
 }
 
+// Whether the whole input rides with a Sync (the window all-reduce's smallest case).
+bool RidesWithSync(const PlanRequest& r) {
+  return r.args.count * DTypeSize(r.args.dtype) <= SharedWindows::kSyncPayloadBytes;
+}
+
 absl::Status CheckWindow(const PlanRequest& r) {
   if (r.window_half_bytes < DTypeSize(r.args.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(AlgorithmName(r.algorithm), ": no shared window to work in"));
@@ -163,10 +168,9 @@ Op Publish() {
 absl::StatusOr<Plan> WindowAllReducePlan(const PlanRequest& r) {
   BRAID_RETURN_IF_ERROR(CheckWindow(r));
   const int me = r.rank;
-  const size_t es = DTypeSize(r.args.dtype);
   const Range all{0, r.args.count};
   std::vector<Op> ops;
-  if (r.args.count * es <= SharedWindows::kSyncPayloadBytes) {
+  if (RidesWithSync(r)) {
     Op sync = Sync(0, 0);
     sync.a = In(all);
     ops.push_back(sync);
@@ -245,10 +249,8 @@ absl::StatusOr<Plan> PeerAllReducePlan(const PlanRequest& r) {
       }
     }
   };
+  if (r.window_vote && !RidesWithSync(r)) return WindowVoterPlan(r);
   std::vector<Op> ops;
-  if (r.window_vote && r.args.count * DTypeSize(r.args.dtype) > SharedWindows::kSyncPayloadBytes) {
-    return WindowVoterPlan(r);
-  }
   Op publish = Publish();
   publish.vote = r.stream_out && !r.peers_map ? Op::Vote::kThroughWindows : Op::Vote::kDirect;
   ops.push_back(publish);

@@ -331,9 +331,12 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   // picks one. Its window path is the window plan's: the first copy in after
   // the vote, then a Sync the voters for the window wait at as well.
   request.algorithm = Algorithm::kPeerAccess;
-  absl::StatusOr<Plan> peer = MakePlan(request);
-  REQUIRE(peer.ok());
-  const std::string described = DescribePlan(*peer);
+  auto describe = [&] {
+    absl::StatusOr<Plan> plan = MakePlan(request);
+    REQUIRE(plan.ok());
+    return DescribePlan(*plan);
+  };
+  const std::string described = describe();
   INFO(described);
   CHECK(described.rfind("lane 0: sync+publish+vote window: next_round window: window@1[0,", 0) == 0);
   CHECK(described.find("split: sync") != std::string::npos);
@@ -342,9 +345,7 @@ TEST_CASE("programs: the shared-memory paths are plans of one lane over the wind
   // A rank voting for the window has nothing but the window plan: its first
   // copy in before the vote, and the Sync for the others' copies after it.
   request.window_vote = true;
-  absl::StatusOr<Plan> voter = MakePlan(request);
-  REQUIRE(voter.ok());
-  const std::string window_only = DescribePlan(*voter);
+  const std::string window_only = describe();
   INFO(window_only);
   CHECK(window_only.rfind("lane 0: next_round window@1[0,", 0) == 0);
   CHECK(window_only.find("sync+vote:window split: sync") != std::string::npos);
